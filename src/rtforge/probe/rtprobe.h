@@ -1,0 +1,149 @@
+/* rtprobe: the latency sampler that runs on the board.
+ *
+ * Same method as cyclictest (SCHED_FIFO thread per CPU, mlockall,
+ * /dev/cpu_dma_latency, clock_nanosleep(TIMER_ABSTIME), latency = wake time -
+ * expected time) so numbers are comparable, but it keeps what cyclictest
+ * throws away: a histogram that never overflows, whole missed periods,
+ * timestamped spikes, a per-second series and telemetry.
+ *
+ * Threads: one RT sampler per measured CPU (sampler.c) and one non-RT writer
+ * (writer.c) that owns every file and every slow read.  The only shared state
+ * is below; each field has exactly one writing thread.
+ */
+#ifndef RTPROBE_H
+#define RTPROBE_H
+
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define PROBE_VERSION "1.0"
+/* probe.json layout; bump when a field changes meaning (history in
+ * rtforge/results/probe_output.py). */
+#define PROBE_FORMAT 1
+
+#define NSEC_PER_SEC 1000000000LL
+
+/* ---- histogram (hist.c) -------------------------------------------------
+ * Log-linear: exact below 2^SUB_BITS ns, then 64 buckets per power of two,
+ * so a bucket is at most 1/64 (1.6 %) of its lower bound wide and every
+ * uint64 value has a bucket: the histogram cannot overflow. */
+#define HIST_SUB_BITS 7
+#define HIST_BUCKETS (128 + 57 * 64)
+
+unsigned hist_index(uint64_t v);
+uint64_t hist_lo(unsigned idx);
+uint64_t hist_hi(unsigned idx); /* inclusive */
+
+/* ---- shared per-CPU state ------------------------------------------------ */
+
+/* Totals guarded by a sequence counter: the sampler bumps seq to odd, updates,
+ * bumps to even; the writer copies and retries if seq moved.  This keeps the
+ * sampler wait-free and gives the writer a consistent snapshot for
+ * checkpoints (count always equals the histogram's sum). */
+struct totals {
+    uint64_t count, min_ns, max_ns, sum_ns, overruns;
+    uint64_t hist[HIST_BUCKETS];
+};
+
+/* One slot per second, ring of SEC_SLOTS; the writer reads a second only
+ * after the sampler has moved two seconds past it. */
+#define SEC_SLOTS 64
+struct sec_slot {
+    int64_t sec;          /* -1 = never used */
+    uint64_t max_ns, count, overruns;
+};
+
+/* Spikes: single-producer single-consumer ring, drained by the writer. */
+#define SPIKE_RING 4096
+struct spike {
+    uint64_t t_ns;   /* expected wake time, relative to the run start */
+    uint64_t lat_ns;
+};
+
+struct run;
+struct __attribute__((aligned(64))) cpu_state {
+    struct run *run;
+    int cpu;
+    pthread_t thread;
+    int started;
+    /* written by the sampler */
+    uint64_t seq;
+    struct totals tot;
+    struct sec_slot slots[SEC_SLOTS];
+    struct spike ring[SPIKE_RING];
+    uint64_t ring_head;     /* producer index */
+    uint64_t spikes_total, spikes_dropped;
+    int64_t cur_sec;        /* latest second with a sample, -1 before */
+    int64_t last_wake_ns;   /* set when the sampler exits */
+    int finished;
+    /* written by the writer, on its own cache line */
+    uint64_t ring_tail __attribute__((aligned(64)));
+    /* optional raw sample log for tests (--raw) */
+    uint64_t *raw;
+    uint64_t raw_cap, raw_len;
+};
+
+/* ---- configuration and run -------------------------------------------- */
+struct config {
+    int64_t interval_ns;
+    int priority;
+    int policy;             /* SCHED_FIFO or SCHED_RR */
+    int *cpus;
+    int ncpus;
+    int64_t duration_ns;    /* 0 = no limit */
+    uint64_t loops;         /* per thread, 0 = no limit */
+    uint64_t spike_ns;      /* 0 = off */
+    int checkpoint_s;
+    int telemetry_s;        /* 0 = off */
+    int dma_latency_us;     /* value held in /dev/cpu_dma_latency, -1 = don't */
+    const char *out_dir;
+    const char *raw_path;
+    int monitor_only;
+    int argc;
+    char **argv;
+};
+
+struct run {
+    struct config cfg;
+    struct cpu_state *cs;   /* cfg.ncpus entries */
+    int64_t start_mono_ns;  /* first expected wake is start + interval */
+    int64_t start_real_ns;
+    int stop;               /* set by main on signal; read by samplers */
+    int writer_stop;        /* set by main once the samplers are joined */
+    int64_t end_mono_ns;    /* set when the run ends */
+    const char *end_reason;
+    int dma_fd;
+    int dma_readback_us;    /* -1 unknown */
+    char *meta_json;        /* rendered once before the run */
+    struct telemetry *tel;  /* owned by the writer during the run */
+};
+
+/* sampler.c */
+void *sampler_main(void *arg);
+void totals_snapshot(struct cpu_state *c, struct totals *out);
+
+/* writer.c */
+int writer_start(struct run *r, pthread_t *t);
+void writer_finish(struct run *r, pthread_t t);
+int write_probe_json(struct run *r, const char *state);
+
+/* sysinfo.c */
+struct telemetry;
+extern const char *g_sysroot;
+char *collect_meta(const struct config *cfg, const struct telemetry *t, int dma_readback_us);
+struct telemetry *telemetry_open(void);
+void telemetry_sample(struct telemetry *t, FILE *f, double t_s);
+void telemetry_close(struct telemetry *t);
+int read_text(const char *path, char *buf, size_t size);
+
+/* jsonw.c */
+void json_str(FILE *f, const char *s);
+
+/* util */
+int64_t mono_ns(void);
+int64_t real_ns(void);
+int write_atomic(const char *dir, const char *name, const char *data, size_t len);
+
+#endif
