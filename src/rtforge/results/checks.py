@@ -1,0 +1,49 @@
+"""Warnings about a run, each saying what to change (DESIGN rule 10)."""
+
+from __future__ import annotations
+
+from .model import RunResult
+from .stats import HOT_MC, telemetry_summary
+from .system import system_warnings
+
+
+def run_warnings(result: RunResult) -> list[str]:
+    warn = list(system_warnings(result.system))
+    requested = result.requested.get("duration_s")
+    if result.state in ("interrupted", "killed"):
+        span = f"{result.duration_s:.0f} s" if result.duration_s is not None else "an unknown time"
+        asked = f" of the requested {requested:.0f} s" if requested else ""
+        warn.append(
+            f"the run was {result.state} ({result.end_reason or 'no reason recorded'}) after {span}{asked}: "
+            "its statistics cover only that part; repeat it for a full run"
+        )
+    overruns = sum(c.overruns or 0 for c in result.cpus)
+    if overruns:
+        warn.append(
+            f"{overruns} whole periods were missed (overruns): the measuring thread did not run for at least one "
+            "interval; look for higher-priority RT tasks or IRQ threads on those CPUs, or lengthen --interval-us"
+        )
+    overflow = sum(c.hist.overflow for c in result.cpus if c.hist.range_max_ns is not None and c.hist.range_max_ns >= 0)
+    if overflow:
+        rng = max(c.hist.range_max_ns for c in result.cpus) // 1000 + 1
+        warn.append(
+            f"{overflow} samples fell beyond the {rng} µs histogram, so their values are lost and high "
+            "percentiles may be unknown; rerun with a larger --histogram-us or with the probe engine"
+        )
+    dropped = sum(c.spikes_dropped for c in result.cpus)
+    if dropped:
+        warn.append(
+            f"{dropped} spikes were counted but not logged (more than the log holds per 100 ms); "
+            "raise --spike-us to log only the ones that matter"
+        )
+    tel = telemetry_summary(result.telemetry)
+    if tel["throttled_seen"]:
+        warn.append(
+            f"the firmware reported {', '.join(tel['throttle_flags'])} during the run: latencies are not "
+            "representative; fix the power supply (under-voltage) or cooling (throttling) and repeat"
+        )
+    if tel["temp_max_mc"] is not None and tel["temp_max_mc"] >= HOT_MC:
+        warn.append(
+            f"the SoC reached {tel['temp_max_mc'] / 1000:.1f} °C (throttling starts at 80 °C): add a heatsink or fan and repeat"
+        )
+    return warn

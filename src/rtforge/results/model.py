@@ -1,0 +1,109 @@
+"""The result of one run, as stored in ``<run dir>/result.json``.
+
+Raw histograms are stored; every statistic is derived from them
+(``results.stats``).  Metadata is written before a run starts, so a run
+that dies still has it.
+
+Format history (bump FORMAT_VERSION and add a line whenever a field is added,
+removed or changes meaning; ``from_dict`` must keep reading every version):
+
+  1  2026-11  first version: latency runs from the probe and cyclictest.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from ..errors import UserError
+from .hist import Histogram
+
+FORMAT_VERSION = 1
+
+
+@dataclass
+class CpuResult:
+    cpu: int
+    count: int                    # wake-ups measured, including histogram overflow
+    min_ns: int | None
+    max_ns: int | None            # exact (probe) or the engine's own max (cyclictest)
+    sum_ns: int | None            # for the average; None when the engine gave none
+    overruns: int | None          # whole periods missed; None = engine cannot tell
+    hist: Histogram
+    spikes: int | None = None     # wake-ups above the spike threshold
+    spikes_dropped: int = 0       # spikes counted but not logged (ring full)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {k: v for k, v in asdict(self).items() if k != "hist"}
+        d["hist"] = {
+            "buckets": self.hist.to_buckets(),
+            "overflow": self.hist.overflow,
+            "range_max_ns": self.hist.range_max_ns,
+        }
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> CpuResult:
+        h = d["hist"]
+        hist = Histogram.from_buckets(h["buckets"], h.get("overflow", 0), h.get("range_max_ns"))
+        fields = {k: d.get(k) for k in ("cpu", "count", "min_ns", "max_ns", "sum_ns", "overruns", "spikes")}
+        return cls(hist=hist, spikes_dropped=d.get("spikes_dropped", 0), **fields)
+
+
+@dataclass
+class RunResult:
+    run_id: str
+    engine: str                   # probe | cyclictest | import
+    state: str                    # running | complete | interrupted | killed | failed
+    host: str
+    start_time: str               # ISO 8601, UTC
+    kind: str = "latency"
+    label: str | None = None
+    end_reason: str | None = None
+    duration_s: float | None = None
+    requested: dict[str, Any] = field(default_factory=dict)   # duration_s, loops
+    config: dict[str, Any] = field(default_factory=dict)      # interval_us, priority, policy, cpus, loads...
+    system: dict[str, Any] = field(default_factory=dict)      # what the probe's --meta collected (+ derived)
+    reproducer: str | None = None                            # the rtforge command that repeats this run
+    engine_argv: list[str] = field(default_factory=list)     # the exact engine command
+    cpus: list[CpuResult] = field(default_factory=list)
+    series: dict[str, Any] | None = None                     # per-second per-CPU max/count
+    telemetry: dict[str, Any] | None = None                  # temperature, frequency, throttling
+    top_spikes: list[list[int]] = field(default_factory=list)  # [cpu, t_ns, lat_ns], largest first
+    warnings: list[str] = field(default_factory=list)
+    source: dict[str, Any] | None = None                     # imports: file name and sha256
+    owner: dict[str, Any] | None = None                      # while running: pid + start ticks
+    format_version: int = FORMAT_VERSION
+
+    @property
+    def partial(self) -> bool:
+        """Not a whole run: stopped early, killed, or still running."""
+        return self.state != "complete"
+
+    @property
+    def max_ns(self) -> int | None:
+        maxes = [c.max_ns for c in self.cpus if c.max_ns is not None]
+        return max(maxes) if maxes else None
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["cpus"] = [c.to_dict() for c in self.cpus]
+        d["partial"] = self.partial  # derived, stored for readers without rtforge
+        return d
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=1, sort_keys=False) + "\n"
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> RunResult:
+        version = d.get("format_version")
+        if not isinstance(version, int) or version > FORMAT_VERSION:
+            raise UserError(
+                f"result format version {version!r} is newer than this rtforge understands "
+                f"({FORMAT_VERSION}); upgrade rtforge"
+            )
+        known = set(cls.__dataclass_fields__)
+        args = {k: v for k, v in d.items() if k in known and k != "cpus"}
+        args["cpus"] = [CpuResult.from_dict(c) for c in d.get("cpus", [])]
+        return cls(**args)
