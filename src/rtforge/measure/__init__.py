@@ -1,0 +1,1 @@
+"""Running a latency test: engines, loads, and the session that ties them."""
