@@ -1,0 +1,85 @@
+"""Shared display of stored results: one table per run, the same for
+`rtforge latency` at the end of a run and for `rtforge show`."""
+
+from __future__ import annotations
+
+import sys
+
+from rich.console import Console
+from rich.table import Table
+
+from ..results.model import RunResult
+from ..results.stats import summarize_all, summarize_cpu, telemetry_summary
+
+
+def us(ns: int | float | None, *, beyond: bool = False) -> str:
+    """ns -> 'µs with one decimal'; a percentile beyond the histogram's range is '> range'."""
+    if ns is None:
+        return "> range" if beyond else "–"
+    return f"{ns / 1000:.1f}"
+
+
+def _count(n: int | None) -> str:
+    return "–" if n is None else f"{n:,}"
+
+
+def run_header(r: RunResult) -> str:
+    s = r.system
+    loads = ",".join(r.config.get("loads") or []) or "none"
+    dur = f"{r.duration_s:.0f} s" if r.duration_s is not None else "?"
+    parts = [
+        f"[bold]{r.run_id}[/bold]" + (f"  “{r.label}”" if r.label else ""),
+        f"{r.engine} · {r.state}{' (partial)' if r.partial else ''} · {dur} · interval {r.config.get('interval_us', '?')} µs"
+        f" · priority {r.config.get('priority', '?')} · load {loads}",
+        f"{r.host} · kernel {s.get('kernel_release', '?')} · preemption {s.get('preempt_model', '?')}"
+        + (f" · {s['board_model']}" if s.get("board_model") else ""),
+    ]
+    return "\n".join(parts)
+
+
+def latency_table(r: RunResult) -> Table:
+    t = Table(title=None, show_edge=False, header_style="bold")
+    for name in ("CPU", "count", "min", "avg", "p50", "p99", "p99.9", "p99.99", "max", "overruns", "spikes", "overflow"):
+        t.add_column(name, justify="right")
+    rows = [summarize_cpu(c) for c in r.cpus]
+    if len(rows) > 1:
+        rows.append(summarize_all(r))
+    for s in rows:
+        beyond = s.overflow > 0
+        t.add_row(
+            str(s.cpu), _count(s.count), us(s.min_ns), us(s.avg_ns),
+            us(s.p50_ns, beyond=beyond), us(s.p99_ns, beyond=beyond),
+            us(s.p999_ns, beyond=beyond), us(s.p9999_ns, beyond=beyond), us(s.max_ns),
+            _count(s.overruns), _count(s.spikes), _count(s.overflow),
+            style="bold" if s.cpu == "all" else None,
+        )
+    return t
+
+
+def telemetry_line(r: RunResult) -> str:
+    tel = telemetry_summary(r.telemetry)
+    if tel["temp_max_mc"] is None:
+        temp = "temperature: no sensor"
+    else:
+        temp = f"temperature {tel['temp_min_mc'] / 1000:.1f}–{tel['temp_max_mc'] / 1000:.1f} °C"
+    if tel["throttled_seen"] is None:
+        thr = "throttling: not reported by this board"
+    else:
+        thr = "throttling: " + (", ".join(tel["throttle_flags"]) if tel["throttled_seen"] else "none seen")
+    return f"{temp} · {thr}"
+
+
+def make_console() -> Console:
+    """Rich console; when stdout is a file or pipe, wide enough that tables
+    are never cut (rich would assume 80 columns)."""
+    return Console() if sys.stdout.isatty() else Console(width=200)
+
+
+def print_result(r: RunResult, console: Console | None = None) -> None:
+    console = console or make_console()
+    console.print(run_header(r))
+    console.print("latency in µs", style="dim")
+    console.print(latency_table(r))
+    console.print(telemetry_line(r))
+    for w in r.warnings:
+        console.print(f"[yellow]warning:[/yellow] {w}", highlight=False)
