@@ -69,6 +69,7 @@ class LoadSet:
         self.deadline_s = deadline_s
         self.net_target = net_target
         self.procs: list[_Proc] = []
+        self.pgids_started: list[int] = []  # every group ever started, for checks
         self.tmpdirs: list[str] = []
         self.events: list[str] = []
         self.log: Path | None = None
@@ -92,6 +93,7 @@ class LoadSet:
     def _spawn(self, p: LoadProfile, argv: list[str]) -> None:
         popen = self.transport.spawn(argv, log=self.log)
         self.procs.append(_Proc(p, argv, popen, popen.pid))  # session leader: pgid == pid
+        self.pgids_started.append(popen.pid)
 
     def start(self, log: Path | None = None) -> None:
         self.log = log

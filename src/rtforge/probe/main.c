@@ -306,6 +306,7 @@ int main(int argc, char **argv)
         struct cpu_state *c = &r->cs[i];
         c->run = r;
         c->cpu = cfg->cpus[i];
+        c->index = i;
         c->tot.min_ns = UINT64_MAX;
         c->cur_sec = -1;
         for (int s = 0; s < SEC_SLOTS; s++)

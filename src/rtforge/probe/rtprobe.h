@@ -66,6 +66,7 @@ struct run;
 struct __attribute__((aligned(64))) cpu_state {
     struct run *run;
     int cpu;
+    int index;              /* position in cfg.cpus */
     pthread_t thread;
     int started;
     /* written by the sampler */

@@ -65,7 +65,11 @@ void *sampler_main(void *arg)
     const int64_t iv = cfg->interval_ns;
     const int64_t start = r->start_mono_ns;
     const int64_t end = cfg->duration_ns ? start + cfg->duration_ns : INT64_MAX;
-    int64_t next = start + iv;
+    /* CPUs are spread evenly over the period instead of woken in lock-step:
+     * cyclictest's threads start one after another and so never share a
+     * wake-up instant either, and lock-step wake-ups would measure
+     * contention between CPUs that a cyclictest run does not see. */
+    int64_t next = start + iv + iv * c->index / cfg->ncpus;
     int64_t sec = -1, sec_end = start; /* per-second slot, by wake time */
     struct sec_slot *slot = &c->slots[0];
     uint64_t loops = 0;

@@ -80,6 +80,23 @@ static void cpuinfo_field(FILE *f, const char *jkey, const char *key)
     fputs("null", f);
 }
 
+/* Highest CPU number + 1, from the (possibly fixture) tree: "0-3" -> 4. */
+static int cpu_count(void)
+{
+    static const char *files[] = { "/sys/devices/system/cpu/possible", "/sys/devices/system/cpu/online" };
+    char p[600], v[256];
+    for (int i = 0; i < 2; i++) {
+        if (read_text(sys_path(p, sizeof p, files[i], 0), v, sizeof v) <= 0)
+            continue;
+        char *last = v + strlen(v);
+        while (last > v && (last[-1] >= '0' && last[-1] <= '9'))
+            last--;
+        if (*last)
+            return atoi(last) + 1;
+    }
+    return (int)sysconf(_SC_NPROCESSORS_CONF);
+}
+
 /* ---- telemetry ----------------------------------------------------------- */
 #define MAX_COLS 256
 struct telemetry {
@@ -107,7 +124,7 @@ struct telemetry *telemetry_open(void)
     qsort(t->zone_no, (size_t)t->nzones, sizeof(int), cmp_int);
     for (int i = 0; i < t->nzones; i++)
         t->zone_fd[i] = open(sys_path(p, sizeof p, "/sys/class/thermal/thermal_zone%d/temp", t->zone_no[i]), O_RDONLY | O_CLOEXEC);
-    long ncpu = sysconf(_SC_NPROCESSORS_CONF);
+    int ncpu = cpu_count();
     for (int cpu = 0; cpu < ncpu && t->nfreq < MAX_COLS; cpu++) {
         int fd = open(sys_path(p, sizeof p, "/sys/devices/system/cpu/cpu%d/cpufreq/scaling_cur_freq", cpu), O_RDONLY | O_CLOEXEC);
         if (fd >= 0) {
@@ -218,7 +235,7 @@ char *collect_meta(const struct config *cfg, const struct telemetry *t, int dma_
     kv_text(f, "loadavg", "/proc/loadavg", 0);
     kv_text(f, "throttled_hex", "/sys/devices/platform/soc/soc:firmware/get_throttled", 0);
     fputs(",\"cpufreq\":[", f);
-    long ncpu = sysconf(_SC_NPROCESSORS_CONF);
+    int ncpu = cpu_count();
     int first = 1;
     for (int cpu = 0; cpu < ncpu; cpu++) {
         char p[600], gov[64];

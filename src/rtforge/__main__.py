@@ -1,0 +1,5 @@
+"""python -m rtforge"""
+
+from .cli import run
+
+run()

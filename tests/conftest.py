@@ -1,0 +1,50 @@
+"""Shared fixtures.  Tests use the real parts: the probe is compiled and run
+with SCHED_FIFO, cyclictest and stress-ng are Debian's.  Tests that need
+root (SCHED_FIFO, mlockall, ping -f) are marked and skipped without it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+# Built probes (and later kernel sources and ccache) are cached in a
+# gitignored folder of the checkout so a warm `make test` is fast.
+os.environ.setdefault("RTFORGE_CACHE_DIR", str(REPO / ".cache" / "rtforge"))
+
+from rtforge.measure.probebuild import build_probe  # noqa: E402
+from rtforge.results.store import Store  # noqa: E402
+
+IS_ROOT = os.geteuid() == 0
+
+
+def pytest_collection_modifyitems(config, items):
+    skip = pytest.mark.skip(reason="needs root for SCHED_FIFO/mlockall (CI runs as root)")
+    for item in items:
+        if "root" in item.keywords and not IS_ROOT:
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def probe() -> Path:
+    return build_probe()
+
+
+@pytest.fixture
+def store(tmp_path) -> Store:
+    return Store(tmp_path / "results")
+
+
+@pytest.fixture
+def rtforge_cmd():
+    """argv prefix to run the installed CLI as a separate process."""
+    return [sys.executable, "-m", "rtforge"]
+
+
+def run_probe(probe: Path, *args, timeout=60, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run([str(probe), *map(str, args)], capture_output=True, text=True, timeout=timeout, **kw)
