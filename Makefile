@@ -12,7 +12,8 @@ DEBS_BASE    := python3 python3-venv gcc make libc6-dev procps util-linux coreut
 DEBS_MEASURE := rt-tests stress-ng iputils-ping
 DEBS_CROSS   := qemu-user-static gcc-aarch64-linux-gnu libc6-dev-arm64-cross \
                 gcc-arm-linux-gnueabihf libc6-dev-armhf-cross
-DEBS := $(DEBS_BASE) $(DEBS_MEASURE) $(DEBS_CROSS)
+DEBS_REPORT  := chromium
+DEBS := $(DEBS_BASE) $(DEBS_MEASURE) $(DEBS_CROSS) $(DEBS_REPORT)
 
 .PHONY: setup debs run test bench clean
 
@@ -27,15 +28,18 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet -e '.[test]'
 	@touch $@
 
-# A 60 s latency test of this machine under CPU, disk and network load.
+# A 60 s latency test of this machine under CPU, disk and network load,
+# then the report with a verdict for a 1 ms cycle.
 run: setup
 	$(BIN)/rtforge latency --duration 60s --load cpu,io,net --label "make run"
+	$(BIN)/rtforge report last --cycle-time 1ms --output report.html
 
 test: setup
 	$(BIN)/pytest
 
 bench: setup
 	$(BIN)/python bench/probe_vs_cyclictest.py
+	$(BIN)/python bench/report_speed.py
 
 clean:
 	rm -rf $(VENV) .cache .pytest_cache .hypothesis src/*.egg-info

@@ -34,6 +34,8 @@ def run_header(r: RunResult) -> str:
         f"{r.host} · kernel {s.get('kernel_release', '?')} · preemption {s.get('preempt_model', '?')}"
         + (f" · {s['board_model']}" if s.get("board_model") else ""),
     ]
+    if r.config.get("emulated"):
+        parts.append("[yellow]emulated (QEMU): these latencies are emulation noise, not the hardware's[/yellow]")
     return "\n".join(parts)
 
 

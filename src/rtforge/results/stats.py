@@ -62,12 +62,19 @@ def _opt_agg(fn, values):
     return fn(values) if values else None
 
 
-def summarize_all(result: RunResult) -> CpuSummary:
-    """All CPUs of a run as one population of wake-ups."""
+def merged_histogram(result: RunResult) -> Histogram:
+    """All CPUs' histograms of a run added together."""
     cpus = result.cpus
     hist = cpus[0].hist if cpus else Histogram.empty()
     for c in cpus[1:]:
         hist = hist.merged(c.hist)
+    return hist
+
+
+def summarize_all(result: RunResult) -> CpuSummary:
+    """All CPUs of a run as one population of wake-ups."""
+    cpus = result.cpus
+    hist = merged_histogram(result)
     return _summary(
         "all",
         sum(c.count for c in cpus),

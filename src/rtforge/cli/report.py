@@ -1,0 +1,113 @@
+"""rtforge compare / plot / report: evidence from stored runs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from ..errors import UserError
+from ..report import document, plots
+from ..report.compare import compare_runs
+from ..report.verdict import parse_cycle_time, verdict
+from ..results.store import Store
+from . import app
+from .render import make_console, us
+
+RESULTS_DIR = typer.Option(None, "--results-dir", envvar="RTFORGE_RESULTS_DIR", help="run store (default: XDG data dir)")
+KINDS = ("hist", "timeline", "cdf", "compare")
+
+
+def _load(store: Store, refs: list[str]):
+    if not refs:
+        raise UserError("name at least one run (a run id, a unique prefix, or 'last'); `rtforge runs` lists them")
+    return [store.load(store.resolve(ref)) for ref in refs]
+
+
+@app.command()
+def compare(
+    runs: List[str] = typer.Argument(..., help="runs to compare; ratios are to the first"),
+    results_dir: Optional[Path] = RESULTS_DIR,
+    as_json: bool = typer.Option(False, "--json", help="print the rows as JSON"),
+) -> None:
+    """Runs side by side: min, avg, p99, p99.99, max, wake-ups, load, kernel, preemption."""
+    rows = compare_runs(_load(Store(results_dir), runs))
+    if as_json:
+        print(json.dumps(rows, indent=1))
+        return
+    from rich.table import Table
+
+    t = Table(show_edge=False, header_style="bold")
+    for col in ("run", "kernel", "preempt", "load", "wake-ups", "min", "avg", "p99", "p99.99", "max", "versus first"):
+        t.add_column(col, justify="right" if col in ("wake-ups", "min", "avg", "p99", "p99.99", "max") else "left")
+    for r in rows:
+        t.add_row(r["label"] or r["run_id"], r["kernel_release"] or "?", r["preempt_model"] or "?",
+                  ",".join(r["loads"]) or "none", f"{r['count']:,}", us(r["min_ns"]), us(r["avg_ns"]),
+                  us(r["p99_ns"], beyond=r["overflow"] > 0), us(r["p9999_ns"], beyond=r["overflow"] > 0),
+                  us(r["max_ns"]), r["versus_first"])
+    console = make_console()
+    console.print("latency in µs", style="dim")
+    console.print(t)
+
+
+@app.command()
+def plot(
+    runs: List[str] = typer.Argument(..., help="run(s) to plot"),
+    kind: str = typer.Option("hist", "--kind", "-k", help="hist (OSADL), timeline, cdf (exceedance) or compare"),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="file to write: .svg or .png"),
+    results_dir: Optional[Path] = RESULTS_DIR,
+) -> None:
+    """One plot of stored runs, as SVG or PNG."""
+    if kind not in KINDS:
+        raise UserError(f"unknown plot kind '{kind}': choose {', '.join(KINDS)}")
+    output = output or Path(f"latency-{kind}.svg")
+    fmt = output.suffix.lower().lstrip(".")
+    if fmt not in ("svg", "png"):
+        raise UserError(f"cannot write '{output}': the plot file must end in .svg or .png")
+    if not output.parent.is_dir():
+        raise UserError(f"cannot write '{output}': {output.parent} is not a directory")
+    loaded = _load(Store(results_dir), runs)
+    if kind in ("hist", "timeline") and len(loaded) != 1:
+        raise UserError(f"--kind {kind} plots one run; use --kind compare or cdf for several")
+    if kind == "compare" and len(loaded) < 2:
+        raise UserError("--kind compare needs at least two runs")
+    if kind == "hist":
+        fig = plots.latency_histogram(loaded[0])
+    elif kind == "timeline":
+        fig = plots.timeline(loaded[0])
+        if fig is None:
+            raise UserError(f"run {loaded[0].run_id} has no per-second series (only probe runs record one)")
+    elif kind == "cdf":
+        fig = plots.exceedance(loaded)
+    else:
+        fig = plots.compare_overlay(loaded)
+    output.write_bytes(plots.render(fig, fmt))
+    make_console().print(f"wrote {output}")
+
+
+@app.command()
+def report(
+    runs: List[str] = typer.Argument(..., help="run(s) to report on; the first is the baseline"),
+    cycle_time: Optional[str] = typer.Option(None, "--cycle-time", "-C", help="your control cycle, e.g. 1ms or 250us: gives the verdict"),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="file to write (default report.html / report.md)"),
+    fmt: str = typer.Option("html", "--format", "-f", help="html (one self-contained file) or md"),
+    results_dir: Optional[Path] = RESULTS_DIR,
+) -> None:
+    """A report with the verdict first, then systems, comparison, plots, telemetry and reproducers."""
+    if fmt not in ("html", "md"):
+        raise UserError(f"unknown report format '{fmt}': choose html or md")
+    cycle_ns = parse_cycle_time(cycle_time) if cycle_time else None
+    output = output or Path(f"report.{fmt}")
+    if not output.parent.is_dir():
+        raise UserError(f"cannot write '{output}': {output.parent} is not a directory")
+    loaded = _load(Store(results_dir), runs)
+    write = document.write_html if fmt == "html" else document.write_markdown
+    write(loaded, cycle_ns, output)
+    console = make_console()
+    if cycle_ns:
+        for r in loaded:
+            v = verdict(r, cycle_ns)
+            console.print(f"{v.status.upper()}: {r.label or r.run_id} {v.sentence}", highlight=False)
+    console.print(f"wrote {output}")

@@ -1,0 +1,144 @@
+"""A report of stored runs: one self-contained HTML file (inline SVG, inline
+CSS, no network access when opened) or Markdown with its plots beside it.
+The verdict comes first, then each system, the comparison, the plots, the
+telemetry and each run's reproducer command."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from datetime import datetime, timezone
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from .. import __version__
+from ..results.model import RunResult
+from ..results.stats import summarize_cpu, telemetry_summary
+from . import plots
+from .compare import compare_runs
+from .verdict import format_ns, report_warnings, verdict
+
+
+def _us(ns) -> str:
+    return "–" if ns is None else f"{ns / 1000:.1f}"
+
+
+def _range(values, scale, fmt="{:.0f}") -> str:
+    vals = [v / scale for v in values if v is not None]
+    return "–" if not vals else f"{fmt.format(min(vals))}–{fmt.format(max(vals))}"
+
+
+def system_row(r: RunResult) -> dict[str, Any]:
+    s, c = r.system, r.config
+    return {
+        "run": r.label or r.run_id, "run_id": r.run_id, "state": r.state + (" (partial)" if r.partial else ""),
+        "engine": r.engine + (" (emulated)" if c.get("emulated") else ""),
+        "kernel": s.get("kernel_release") or "?", "kernel_version": s.get("kernel_version") or "",
+        "preempt_model": s.get("preempt_model") or "?",
+        "board": s.get("board_model") or s.get("cpu_model") or s.get("machine") or "?",
+        "loads": ", ".join(c.get("loads") or []) or "none",
+        "duration": "?" if r.duration_s is None else f"{r.duration_s:,.0f} s",
+        "interval": f"{c.get('interval_us', '?')} µs", "priority": f"{c.get('policy', 'fifo')} {c.get('priority', '?')}",
+        "cpus": ",".join(map(str, c.get("cpus") or [])) or "?",
+        "governors": ", ".join(s.get("governors") or []) or "–",
+        "cmdline": s.get("cmdline") or "", "reproducer": r.reproducer or " ".join(r.engine_argv),
+    }
+
+
+def telemetry_row(r: RunResult) -> dict[str, Any]:
+    tel = r.telemetry or {}
+    t = telemetry_summary(tel)
+    freqs = [v for col in (tel.get("freq_khz") or {}).values() for v in col]
+    return {
+        "run": r.label or r.run_id,
+        "temperature": "no sensor" if t["temp_max_mc"] is None else
+        f"{t['temp_min_mc'] / 1000:.1f}–{t['temp_max_mc'] / 1000:.1f} °C",
+        "frequency": _range(freqs, 1000) + (" MHz" if freqs else ""),
+        "throttling": "not reported" if t["throttled_seen"] is None else
+        (", ".join(t["throttle_flags"]) if t["throttled_seen"] else "none seen"),
+        "load1": _range(tel.get("load1") or [], 1, "{:.2f}"),
+    }
+
+
+def figures(runs: list[RunResult]) -> list[tuple[str, str, plots.Figure]]:
+    """(file stem, caption, figure) for every plot of the report."""
+    out = []
+    for i, r in enumerate(runs, 1):
+        name = r.label or r.run_id
+        out.append((f"hist-{i}", f"Latency histogram (OSADL style): {name}", plots.latency_histogram(r)))
+        tl = plots.timeline(r)
+        if tl is not None:
+            out.append((f"timeline-{i}", f"Per-second maximum, temperature and frequency: {name}", tl))
+    out.append(("exceedance", "Fraction of wake-ups later than x" + (" (per CPU)" if len(runs) == 1 else ""),
+                plots.exceedance(runs)))
+    if len(runs) > 1:
+        out.append(("compare", "Histograms compared, all CPUs of each run", plots.compare_overlay(runs)))
+    return out
+
+
+def context(runs: list[RunResult], cycle_ns: int | None) -> dict[str, Any]:
+    verdicts = [verdict(r, cycle_ns) for r in runs] if cycle_ns else []
+    return {
+        "title": "rtforge latency report",
+        "generated": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "version": __version__,
+        "cycle": format_ns(cycle_ns) if cycle_ns else None,
+        "verdicts": verdicts,
+        "warnings": {r.run_id: list(r.warnings) + report_warnings(r) for r in runs},
+        "systems": [system_row(r) for r in runs],
+        "comparison": compare_runs(runs) if len(runs) > 1 else [],
+        "telemetry": [telemetry_row(r) for r in runs],
+        "runs": runs,
+        "us": _us,
+        "stats": summarize_cpu,
+    }
+
+
+def _env() -> jinja2.Environment:
+    loader = jinja2.FileSystemLoader(str(resources.files("rtforge.report") / "templates"))
+    return jinja2.Environment(loader=loader, autoescape=jinja2.select_autoescape(enabled_extensions=("html.j2",), default_for_string=True),
+                              trim_blocks=True, lstrip_blocks=True, undefined=jinja2.StrictUndefined)
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    """Temp file + rename: a failed report never leaves half a file."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    os.chmod(tmp, 0o666 & ~_umask())  # mkstemp's 0600 is for secrets, not reports
+    os.replace(tmp, path)
+
+
+def write_html(runs: list[RunResult], cycle_ns: int | None, out: Path) -> Path:
+    ctx = context(runs, cycle_ns)
+    ctx["figures"] = [(stem, caption, plots.inline_svg(fig)) for stem, caption, fig in figures(runs)]
+    _write_atomic(out, _env().get_template("report.html.j2").render(**ctx))
+    return out
+
+
+def write_markdown(runs: list[RunResult], cycle_ns: int | None, out: Path) -> Path:
+    """out plus a folder <stem>_files/ holding the plots as SVG."""
+    ctx = context(runs, cycle_ns)
+    files = out.with_name(out.stem + "_files")
+    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{files.name}."))
+    rendered = []
+    for stem, caption, fig in figures(runs):
+        (tmp / f"{stem}.svg").write_bytes(plots.render(fig, "svg"))
+        rendered.append((f"{files.name}/{stem}.svg", caption))
+    ctx["figures"] = rendered
+    text = _env().get_template("report.md.j2").render(**ctx)
+    os.chmod(tmp, 0o777 & ~_umask())
+    shutil.rmtree(files, ignore_errors=True)
+    os.replace(tmp, files)
+    _write_atomic(out, text)
+    return out
