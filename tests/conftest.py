@@ -48,3 +48,22 @@ def rtforge_cmd():
 
 def run_probe(probe: Path, *args, timeout=60, **kw) -> subprocess.CompletedProcess:
     return subprocess.run([str(probe), *map(str, args)], capture_output=True, text=True, timeout=timeout, **kw)
+
+
+@pytest.fixture(scope="session")
+def sshd(tmp_path_factory):
+    """A real sshd on loopback (needs root: it creates its test users)."""
+    if not IS_ROOT:
+        pytest.skip("the loopback sshd needs root")
+    import shutil
+    import tempfile
+
+    from .sshd import make_sshd
+
+    # Not under pytest's 0700 tmp dir: sshd reads authorized_keys as the
+    # logging-in user, who must be able to reach it.
+    base = Path(tempfile.mkdtemp(prefix="rtforge-sshd-"))
+    server = make_sshd(base)
+    yield server
+    server.stop()
+    shutil.rmtree(base, ignore_errors=True)
