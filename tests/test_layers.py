@@ -16,7 +16,7 @@ ALLOWED = {
     "results": set(),
     "report": {"results"},
 }
-SHARED = {"errors", "paths", "procfs", "__init__"}
+SHARED = {"errors", "paths", "procfs", "preempt", "__init__"}
 
 
 def imported_layers(path: Path) -> set[str]:
