@@ -63,8 +63,10 @@ def last_status(text: str) -> dict[int, dict[str, int]]:
     return latest
 
 
-def cpus_from_status(text: str, cpus: list[int]) -> list[CpuResult]:
-    """Counts, min, avg and max without a histogram: every value is 'unknown'."""
+def cpus_from_status(text: str, cpus: list[int], unit_ns: int = 1000) -> list[CpuResult]:
+    """Counts, min, avg and max without a histogram: every value is 'unknown'.
+
+    unit_ns is 1 for a run with -N (values in ns)."""
     out = []
     for thread, s in sorted(last_status(text).items()):
         n = s["cycles"]
@@ -72,9 +74,9 @@ def cpus_from_status(text: str, cpus: list[int]) -> list[CpuResult]:
             CpuResult(
                 cpu=cpus[thread] if thread < len(cpus) else thread,
                 count=n,
-                min_ns=s["min"] * 1000 if n else None,
-                max_ns=s["max"] * 1000 if n else None,
-                sum_ns=s["avg"] * 1000 * n if n else None,
+                min_ns=s["min"] * unit_ns if n else None,
+                max_ns=s["max"] * unit_ns if n else None,
+                sum_ns=s["avg"] * unit_ns * n if n else None,
                 overruns=None,
                 hist=Histogram.from_buckets([], overflow=n, range_max_ns=-1),
             )

@@ -1,0 +1,214 @@
+"""cyclictest's ``--json=FILE`` (rt-tests 2.x).
+
+Keys: ``file_version``, ``cmdline`` (2.x spells it ``cmdline:``),
+``rt_test_version`` (or ``rt_test_version:``), ``start_time``/``end_time``
+(RFC 2822, whole seconds), ``return_code``, ``sysinfo`` (uname fields and
+``realtime``), ``num_threads``, ``resolution_in_ns`` (1 with -N), and per
+thread ``histogram`` (non-empty buckets only; absent without -h), ``cycles``,
+``min``, ``max``, ``avg`` (two decimals), ``cpu``, ``node``.  The histogram
+size is only in the command line.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from datetime import timezone
+from email.utils import parsedate_to_datetime
+from typing import Any
+
+from ..cyclictest import cpus_from_json, json_field
+from ..system import describe
+from .common import (
+    MAX_VALUE, NS, NUM, US, Parsed, Source, check_extremes, no_histogram_warning, nsecs_warning,
+)
+
+# cyclictest's getopt string is "a::A::b:c:d:D:F:h:H:i:l:MNo:p:mnqrRsSt::uvD:x".
+SHORT_WITH_VALUE = set("bcdDFhHilop")
+SHORT_OPTIONAL = set("aAt")
+SHORT_NAMES = {"a": "affinity", "b": "breaktrace", "D": "duration", "h": "histogram", "H": "histofall",
+               "i": "interval", "l": "loops", "N": "nsecs", "p": "priority", "q": "quiet", "t": "threads"}
+LONG_WITH_VALUE = {"breaktrace", "clock", "distance", "duration", "fifo", "histogram", "histfile", "histofall",
+                   "interval", "json", "latency", "loops", "mainaffinity", "oscope", "priority", "policy", "spike",
+                   "spike-nodes", "deepest-idle-state", "delay"}
+DEFAULT_INTERVAL_US = 1000  # cyclictest --help: "base interval of thread in us default=1000"
+DURATION_RE = re.compile(r"([0-9]{1,9})([smhdSMHD]?)")
+SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_cmdline(cmdline: str) -> dict[str, str | None]:
+    """cyclictest's options by long name, the way its getopt_long reads them.
+
+    The JSON joins argv with spaces without quoting, so splitting on
+    whitespace is the faithful inverse.
+    """
+    argv = cmdline.split()
+    opts: dict[str, str | None] = {}
+    i = 1
+    while i < len(argv):
+        arg = argv[i]
+        i += 1
+        if arg.startswith("--") and len(arg) > 2:
+            name, eq, value = arg[2:].partition("=")
+            if not eq and name in LONG_WITH_VALUE and i < len(argv):
+                value, i = argv[i], i + 1
+            opts[name] = value if eq or name in LONG_WITH_VALUE else None
+        elif arg.startswith("-") and len(arg) > 1:
+            for k in range(1, len(arg)):
+                c, rest = arg[k], arg[k + 1:]
+                name = SHORT_NAMES.get(c, c)
+                if c in SHORT_WITH_VALUE:
+                    if not rest and i < len(argv):
+                        rest, i = argv[i], i + 1
+                    opts[name] = rest
+                    break
+                if c in SHORT_OPTIONAL:
+                    # cyclictest also takes "-t 2" by peeking at the next word.
+                    if not rest and c == "t" and i < len(argv) and argv[i].isdigit():
+                        rest, i = argv[i], i + 1
+                    opts[name] = rest or None
+                    break
+                opts[name] = None
+    return opts
+
+
+def _number(value: str | None) -> int | None:
+    return int(value) if value is not None and re.fullmatch(NUM, value) else None
+
+
+def _duration_s(value: str | None) -> int | None:
+    m = DURATION_RE.fullmatch(value or "")
+    return int(m[1]) * SECONDS[m[2].lower()] if m else None
+
+
+def _line_of(src: Source, needle: str) -> int:
+    at = src.text.find(needle)
+    return src.text.count("\n", 0, at) + 1 if at >= 0 else 1
+
+
+def _count(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= MAX_VALUE
+
+
+def _check_thread(src: Source, key: str, t: Any) -> None:
+    line = _line_of(src, f'"{key}"')
+    if not re.fullmatch(NUM, key) or not isinstance(t, dict):
+        raise src.error(line, f"expected thread entries like \"0\": {{\"cycles\": ...}}, found {key!r}")
+    for name in ("cycles", "min", "max"):
+        if not _count(t.get(name)):
+            raise src.error(line, f"thread {key} needs '{name}' as a whole number from 0 to {MAX_VALUE}")
+    avg = t.get("avg")
+    if isinstance(avg, bool) or not isinstance(avg, (int, float)) or not (math.isfinite(avg) and 0 <= avg <= MAX_VALUE):
+        raise src.error(line, f"thread {key} needs 'avg' as a number from 0 to {MAX_VALUE}")
+    cpu = t.get("cpu", 0)
+    if isinstance(cpu, bool) or not isinstance(cpu, int) or not -1 <= cpu < 1 << 20:
+        raise src.error(line, f"thread {key} has 'cpu' {cpu!r}; expected a CPU number")
+    hist = t.get("histogram", {})
+    if not isinstance(hist, dict) or not all(re.fullmatch(NUM, k) and _count(v) for k, v in hist.items()):
+        raise src.error(line, f"thread {key}'s 'histogram' must map buckets to counts, like {{\"17\": 10}}")
+    if sum(hist.values()) > t["cycles"]:
+        raise src.error(line, f"thread {key}'s histogram holds {sum(hist.values())} samples, more than its "
+                              f"{t['cycles']} cycles; the file is damaged")
+
+
+def _system(doc: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
+    info = doc.get("sysinfo")
+    if not isinstance(info, dict):
+        return {}, None
+    fields = ("sysname", "nodename", "release", "version", "machine")
+    uname = {k: info[k] for k in fields if isinstance(info.get(k), str)}
+    realtime = info.get("realtime") if isinstance(info.get("realtime"), int) else None
+    system = describe({"uname": uname, "realtime": realtime})
+    # Keep the file's own words, but not as "uname": that key marks the probe's
+    # metadata, whose missing cpu_dma_latency would raise a false warning.
+    del system["uname"]
+    system["sysinfo"] = info
+    return system, uname.get("nodename")
+
+
+def _times(doc: dict[str, Any]) -> tuple[str | None, float | None]:
+    def parse(key):
+        try:
+            t = parsedate_to_datetime(doc.get(key))
+        except (TypeError, ValueError, IndexError, OverflowError):
+            return None
+        return t if t.tzinfo else t.replace(tzinfo=timezone.utc)
+    start, end = parse("start_time"), parse("end_time")
+    duration = (end - start).total_seconds() if start and end and end >= start else None
+    return (start.astimezone(timezone.utc).isoformat(timespec="seconds") if start else None), duration
+
+
+def read_json(src: Source) -> Parsed:
+    try:
+        doc = json.loads(src.text)
+    except json.JSONDecodeError as e:
+        raise src.error(e.lineno, f"not valid JSON ({e.msg}); expected the file cyclictest --json=FILE "
+                                  "writes") from None
+    except RecursionError:
+        raise src.error(1, "the JSON is nested too deeply to be cyclictest's --json output") from None
+    threads = doc.get("thread") if isinstance(doc, dict) else None
+    if not isinstance(threads, dict) or not threads:
+        raise src.error(_line_of(src, '"thread"'), "expected cyclictest's --json results: an object whose 'thread' "
+                                                   "object holds one entry per thread")
+    for key, t in threads.items():
+        _check_thread(src, key, t)
+    num = doc.get("num_threads")
+    if num is not None and num != len(threads):
+        raise src.error(_line_of(src, '"num_threads"'), f"'num_threads' is {num!r} but {len(threads)} threads are "
+                                                        "listed; the file is damaged")
+    cmdline = json_field(doc, "cmdline")
+    cmdline = cmdline if isinstance(cmdline, str) else None
+    opts = parse_cmdline(cmdline) if cmdline else {}
+    unit = NS if doc.get("resolution_in_ns") == 1 or "nsecs" in opts else US
+    size = _number(opts.get("histogram") or opts.get("histofall"))
+    warnings = []
+    any_hist = any(t.get("histogram") for t in threads.values())
+    for key, t in threads.items():
+        counts = {int(k): v for k, v in (t.get("histogram") or {}).items()}
+        line = _line_of(src, f'"{key}"')
+        if size is not None and counts and max(counts) >= size:
+            raise src.error(line, f"thread {key}'s histogram has bucket {max(counts)}, beyond the {size} buckets "
+                                  "its command line asked for; the file is damaged")
+        if t["cycles"]:
+            overflow = t["cycles"] - sum(counts.values())
+            check_extremes(src, line, line, int(key), counts, overflow, t["min"], t["max"], size,
+                           "ns" if unit == NS else "µs")
+    cpus = cpus_from_json(doc, size, unit_ns=unit)
+    if size is None and any_hist:
+        warnings.append("the file does not say how large the histogram was (its command line has no -h), so "
+                        "samples missing from it are counted as beyond its range; import a file with its cmdline")
+    elif size is None:
+        warnings.append(no_histogram_warning())
+    if unit == NS:
+        how = "its resolution_in_ns" if doc.get("resolution_in_ns") == 1 else "-N in its command line"
+        overflow = sum(c.hist.overflow for c in cpus)
+        warnings.append(nsecs_warning(how, size, overflow, sum(c.count for c in cpus)) if size else nsecs_warning(how))
+    rc = doc.get("return_code")
+    if isinstance(rc, int) and rc != 0:
+        warnings.append(f"cyclictest reported return code {rc}, so the run may have failed or stopped early: "
+                        "check the output it printed, and repeat the run")
+    system, host = _system(doc)
+    start, duration = _times(doc)
+    config: dict[str, Any] = {"threads": len(threads), "cpus": sorted({c.cpu for c in cpus}), "resolution_ns": unit}
+    version = json_field(doc, "rt_test_version")
+    if isinstance(version, str):
+        config["rt_tests_version"] = version
+    requested: dict[str, Any] = {}
+    if cmdline:
+        config["interval_us"] = _number(opts.get("interval")) or DEFAULT_INTERVAL_US
+        if (prio := _number(opts.get("priority"))) is not None:
+            config["priority"] = prio
+        if (policy := opts.get("policy") or ("fifo" if prio else None)) is not None:
+            config["policy"] = policy
+        if size is not None:
+            config["histogram_us" if unit == US else "histogram_ns"] = size
+        for opt, key in (("spike", "spike_threshold_ns"), ("breaktrace", "break_threshold_ns")):
+            if (v := _number(opts.get(opt))) is not None:
+                config[key] = v * unit
+        requested = {"duration_s": _duration_s(opts.get("duration")), "loops": _number(opts.get("loops"))}
+    return Parsed(
+        format="cyclictest-json", cpus=cpus, config=config, system=system, requested=requested, warnings=warnings,
+        engine_argv=cmdline.split() if cmdline else [], reproducer=cmdline, host=host, start_time=start,
+        duration_s=duration,
+    )

@@ -1,0 +1,352 @@
+"""cyclictest's text output (rt-tests 2.x), as printed to a terminal or file.
+
+What a run prints, in order (each part optional except the results):
+
+* ``# /dev/cpu_dma_latency set to 0us``
+* not quiet: a redrawn block per refresh, ``policy: fifo: loadavg: ...``
+  then one status line per thread, each redraw preceded by a cursor-up
+  escape; with ``-q`` only the final block, without the policy line;
+* ``--spike=N``: ``T: 1 Spike:     541: TS:   1638026488`` lines (thread,
+  latency, CLOCK_MONOTONIC time in µs), then ``spikes = 9``;
+* ``-h N`` / ``-H N``: ``# Histogram``, N rows ``bucket<space>count<tab>count``
+  (``-H`` adds a column, the sum of the threads, when there are several),
+  then ``# Total:`` (the histogram's sum, not the cycles), ``# Min/Avg/Max
+  Latencies:``, ``# Histogram Overflows:`` (``-H`` adds the total to Total,
+  Max and Overflows, not to Min and Avg), ``# Histogram Overflow at cycle
+  number:`` and ``# Thread N:`` listing the first overflowing cycles plus
+  ``# NNNNN others``;
+* ``-b N``: ``# Thread Ids:``, ``# Break thread: <tid>``, ``# Break value:``.
+
+``-N`` prints every value in ns but keeps bucket k meaning "k units", so a
+histogram holds only wake-ups under N ns.  The text says nothing of it; the
+status lines betray it by their widths (``Act:%8ld`` instead of ``%5ld``).
+
+A non-quiet run's last status block is printed a few ms before the threads
+stop, so when a histogram is present its summary lines are the truth.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from ..cyclictest import STATUS_RE, cpus_from_status, last_status
+from .common import (
+    EXPECTED, NS, NUM, US, Parsed, Source, check_extremes, clean_line, exact_sum, hist_cpu, ints,
+    no_histogram_warning, nsecs_warning, snippet, top_spikes,
+)
+
+ROW_RE = re.compile(rf"({NUM})[ \t]+({NUM}(?:[ \t]+{NUM})*)")
+FOOTER_KEYS = ("Total", "Min Latencies", "Avg Latencies", "Max Latencies", "Histogram Overflows")
+FOOTER_RE = re.compile(r"# (Total|Min Latencies|Avg Latencies|Max Latencies|Histogram Overflows):(.*)")
+OUTLIERS = "# Histogram Overflow at cycle number:"
+THREAD_RE = re.compile(r"# Thread ([0-9]{1,6}):(.*)")
+OTHERS_RE = re.compile(rf"(.*?)#\s*({NUM}) others")
+SPIKE_RE = re.compile(rf"T:\s*({NUM})\s+Spike:\s*({NUM}):\s*TS:\s*({NUM})")
+SPIKES_TOTAL_RE = re.compile(rf"spikes = ({NUM})")
+POLICY_RE = re.compile(r"policy: (\w+):")
+DMA_RE = re.compile(rf"# /dev/cpu_dma_latency set to ({NUM})us")
+TIDS_RE = re.compile(r"# Thread Ids:(.*)")
+BREAK_RE = re.compile(rf"# Break (thread|value): ({NUM})")
+SMI_RE = re.compile(rf"SMI:\s*{NUM}")
+WIDTH_RE = re.compile(r"Act:( *[0-9]+) Avg:( *[0-9]+) Max:")
+STATUS_FORM = "'T: n (pid) P:.. I:.. C:.. Min:.. Act:.. Avg:.. Max:..'"
+
+
+@dataclass
+class Scan:
+    """Everything recognised in the file, with line numbers for errors."""
+
+    hist_line: int | None = None
+    rows: list[list[int]] = field(default_factory=list)
+    row_lines: list[int] = field(default_factory=list)
+    footer: dict[str, tuple[int, list[int]]] = field(default_factory=dict)
+    outliers_line: int | None = None
+    thread_lists: dict[int, tuple[int, int]] = field(default_factory=dict)  # thread -> (line, samples accounted)
+    statuses: list[tuple[int, str]] = field(default_factory=list)
+    spikes: list[tuple[int, int, int, int]] = field(default_factory=list)  # line, thread, latency, TS µs
+    spikes_total: tuple[int, int] | None = None
+    policy: str | None = None
+    dma_us: int | None = None
+    tids: list[int] = field(default_factory=list)
+    breaks: dict[str, tuple[int, int]] = field(default_factory=dict)  # thread|value -> (line, number)
+    cyclictest_warnings: list[str] = field(default_factory=list)
+
+    def add_row(self, src: Source, no: int, m: re.Match) -> None:
+        bucket, counts = int(m[1]), [int(v) for v in m[2].split()]
+        if bucket != len(self.rows):
+            raise src.error(no, f"expected histogram row {len(self.rows)} (buckets count up from 0), "
+                                f"found row {bucket}")
+        if self.rows and len(counts) != len(self.rows[0]):
+            raise src.error(no, f"expected {len(self.rows[0])} counts like the rows before, found {len(counts)}")
+        self.rows.append(counts)
+        self.row_lines.append(no)
+
+
+def scan(src: Source) -> Scan:
+    s = Scan()
+    in_rows = False
+    for no, raw in enumerate(src.lines, 1):
+        line = clean_line(raw)
+        if not line:
+            continue
+        if in_rows:
+            m = ROW_RE.fullmatch(line)
+            if m:
+                s.add_row(src, no, m)
+                continue
+            if not line.startswith("#"):
+                raise src.error(no, f"expected histogram row {len(s.rows)} (the bucket, then one count per thread), "
+                                    f"not {snippet(line)}")
+            in_rows = False
+        if line == "# Histogram":
+            if s.hist_line is not None:
+                raise src.error(no, "found a second '# Histogram'; import one cyclictest output per file")
+            s.hist_line, in_rows = no, True
+        elif line.startswith("#"):
+            _comment(src, s, no, line)
+        else:
+            scan_body(src, s, no, line)
+    return s
+
+
+def _comment(src: Source, s: Scan, no: int, line: str) -> None:
+    if m := FOOTER_RE.fullmatch(line):
+        key = m[1]
+        if s.hist_line is None:
+            raise src.error(no, f"found '# {key}:' without a '# Histogram' before it; expected {EXPECTED}")
+        if key in s.footer:
+            raise src.error(no, f"found a second '# {key}:' line; import one cyclictest output per file")
+        values = ints(src, no, m[2], f"the '# {key}:' values")
+        if not values:
+            raise src.error(no, f"expected one '# {key}:' value per thread, found none")
+        s.footer[key] = (no, values)
+    elif line == OUTLIERS:
+        s.outliers_line = no
+    elif m := THREAD_RE.fullmatch(line):
+        thread, rest = int(m[1]), m[2]
+        others = 0
+        if o := OTHERS_RE.fullmatch(rest):
+            rest, others = o[1], int(o[2])
+        listed = ints(src, no, rest, "the overflowing cycle numbers")
+        if thread in s.thread_lists:
+            raise src.error(no, f"found a second '# Thread {thread}:' line; import one cyclictest output per file")
+        s.thread_lists[thread] = (no, len(listed) + others)
+    elif m := TIDS_RE.fullmatch(line):
+        s.tids = ints(src, no, m[1], "the thread ids")
+    elif m := BREAK_RE.fullmatch(line):
+        s.breaks[m[1]] = (no, int(m[2]))
+    elif m := DMA_RE.fullmatch(line):
+        s.dma_us = int(m[1])
+    # Other comments (e.g. the status dump of SIGUSR1) carry no results.
+
+
+def scan_body(src: Source, s: Scan, no: int, line: str) -> None:
+    """A line that is not a comment or histogram row (the CSV reader shares this)."""
+    if m := SPIKE_RE.fullmatch(line):
+        s.spikes.append((no, int(m[1]), int(m[2]), int(m[3])))
+    elif m := SPIKES_TOTAL_RE.fullmatch(line):
+        s.spikes_total = (no, int(m[1]))
+    elif line.startswith("T:"):
+        m = STATUS_RE.match(line)
+        rest = line[m.end():].strip() if m else ""
+        if not m or (rest and not SMI_RE.fullmatch(rest)):
+            raise src.error(no, f"expected a whole status line {STATUS_FORM}, not {snippet(line)}")
+        if not all(re.fullmatch(NUM, v) for v in m.groupdict().values()):
+            raise src.error(no, f"expected whole numbers of at most 15 digits in the status line, not {snippet(line)}")
+        s.statuses.append((no, line))
+    elif m := POLICY_RE.match(line):
+        s.policy = m[1]
+    elif line.startswith("WARN:"):
+        s.cyclictest_warnings.append(line[5:].strip())
+    else:
+        raise src.error(no, f"expected a line of cyclictest output (a status line {STATUS_FORM}, a histogram or "
+                            f"'#' summary line, or a spike line), not {snippet(line)}")
+
+
+def value_unit(s: Scan, mins: list[int]) -> tuple[int, str | None]:
+    """(ns per unit, how -N was recognised) from the status lines' widths,
+    else from a minimum latency no µs run has (1 ms)."""
+    for _, line in s.statuses:
+        if m := WIDTH_RE.search(line):
+            widths = {len(m[1]), len(m[2])}
+            if widths == {8}:
+                return NS, "the 8-character Act/Avg columns of its status lines"
+            if widths == {5}:
+                return US, None
+    if mins and min(mins) >= 1000:
+        return NS, f"a minimum latency of {min(mins):,}, which would be over 1 ms in µs"
+    return US, None
+
+
+def status_config(s: Scan) -> dict:
+    """Interval, priority and policy: only the status lines and the policy line say them."""
+    cfg: dict = {}
+    latest = last_status("\n".join(line for _, line in s.statuses))
+    if latest:
+        first = latest[min(latest)]
+        cfg["interval_us"], cfg["priority"] = first["interval"], first["prio"]
+        intervals = [latest[t]["interval"] for t in sorted(latest)]
+        if len(set(intervals)) > 1:
+            cfg["thread_intervals_us"] = intervals  # cyclictest's -d distance between threads
+    if s.policy:
+        cfg["policy"] = s.policy
+    return cfg
+
+
+def spike_results(src: Source, s: Scan, threads: list[int],
+                  unit: int) -> tuple[dict[int, int | None], list[list[int]], list[str]]:
+    """Spike count per thread (None: unknown), the largest spikes, warnings."""
+    if not s.spikes:
+        return {t: None for t in threads}, [], []
+    for no, thread, _, _ in s.spikes:
+        if thread not in threads:
+            raise src.error(no, f"found a spike of thread {thread}, but the output has no such thread")
+    if s.spikes_total is None:
+        raise src.error(s.spikes[-1][0] + 1, "expected the 'spikes = N' line after the spike lines; "
+                                             "the file is cut off or damaged")
+    no, total = s.spikes_total
+    listed = len(s.spikes)
+    if listed > total:
+        raise src.error(no, f"'spikes = {total}' but {listed} spike lines precede it; the file is damaged")
+    counts: dict[int, int | None] = {t: sum(1 for sp in s.spikes if sp[1] == t) for t in threads}
+    warnings = []
+    if listed < total:
+        counts = {t: None for t in threads}
+        warnings.append(f"cyclictest counted {total:,} spikes but listed only {listed:,} (its --spike-nodes "
+                        "limit), so spikes per CPU are unknown: rerun with a larger --spike-nodes or a higher --spike")
+    top = top_spikes([(t, ts * 1000, lat * unit) for _, t, lat, ts in s.spikes])
+    return counts, top, warnings
+
+
+def break_info(s: Scan) -> tuple[int | None, int] | None:
+    """(thread index or None, value) of a -b stop."""
+    if "value" not in s.breaks:
+        return None
+    value = s.breaks["value"][1]
+    tid = s.breaks.get("thread", (0, None))[1]
+    thread = s.tids.index(tid) if tid in s.tids else None
+    return thread, value
+
+
+def break_warning(thread: int | None, value: int, unit: int, note: str = "") -> str:
+    who = f"thread {thread}" if thread is not None else "a thread"
+    shown = f"{value:,} ns" if unit == NS else f"{value:,} µs"
+    return (f"cyclictest stopped itself at its -b (break trace) threshold when {who} woke {shown} late{note}: the "
+            "run covers only the time before that wake-up; rerun without -b for a measurement of the whole duration")
+
+
+def read_text(src: Source) -> Parsed:
+    s = scan(src)
+    if s.hist_line is None and not s.statuses:
+        raise src.error(1, f"found no cyclictest results (no '# Histogram', no status line {STATUS_FORM}); "
+                           f"expected {EXPECTED}")
+    parsed = _from_histogram(src, s) if s.hist_line is not None else _from_status(src, s)
+    if s.dma_us is not None:
+        parsed.system["cpu_dma_latency_us"] = s.dma_us
+    parsed.warnings += [f"cyclictest warned: {w}" for w in s.cyclictest_warnings]
+    return parsed
+
+
+def _footer(src: Source, s: Scan) -> dict[str, tuple[int, list[int]]]:
+    if not s.rows:
+        raise src.error(s.hist_line, "'# Histogram' is followed by no histogram rows; the file is cut off or damaged")
+    prev = s.row_lines[-1]
+    for key in FOOTER_KEYS:
+        if key not in s.footer:
+            raise src.error(prev + 1, f"expected the '# {key}:' line after the histogram; "
+                                      "the file is cut off or damaged")
+        prev = s.footer[key][0]
+    if s.outliers_line is None:
+        raise src.error(prev + 1, f"expected the '{OUTLIERS}' line; the file is cut off or damaged")
+    return s.footer
+
+
+def _from_histogram(src: Source, s: Scan) -> Parsed:
+    f = _footer(src, s)
+    n = len(f["Min Latencies"][1])
+    cols = len(s.rows[0])
+    histofall = n > 1 and cols == n + 1
+    if cols != n and not histofall:
+        raise src.error(s.row_lines[0], f"histogram rows have {cols} counts per bucket but the summary lines "
+                                        f"list {n} threads; the file is damaged")
+    width = n + histofall
+    for key in FOOTER_KEYS:
+        line, values = f[key]
+        want = n if key in ("Min Latencies", "Avg Latencies") else width
+        if len(values) != want:
+            extra = " plus the -H total" if want > n else ""
+            raise src.error(line, f"expected {want} '# {key}:' values (one per thread{extra}), found {len(values)}")
+    total, mins, avgs, maxes, overflow = (f[k][1] for k in FOOTER_KEYS)
+    columns = [list(c) for c in zip(*s.rows)]
+    sums = [sum(c) for c in columns]
+    if histofall:
+        for no, row in zip(s.row_lines, s.rows):
+            if row[n] != sum(row[:n]):
+                raise src.error(no, f"the -H total column ({row[n]}) is not the sum of the thread columns "
+                                    f"({sum(row[:n])}); the file is damaged")
+        if maxes[n] != max(maxes[:n]) or overflow[n] != sum(overflow[:n]):
+            raise src.error(f["Max Latencies"][0], "the -H total of '# Max Latencies' or '# Histogram Overflows' "
+                                                   "disagrees with the threads' values; the file is damaged")
+    for j in range(width):
+        if total[j] != sums[j]:
+            who = f"thread {j}" if j < n else "the -H total"
+            raise src.error(f["Total"][0], f"'# Total' gives {total[j]} samples for {who} but its histogram column "
+                                           f"sums to {sums[j]}; the file is damaged or was edited")
+    for j in range(n):
+        if j not in s.thread_lists:
+            raise src.error(max(s.outliers_line, *(ln for ln, _ in s.thread_lists.values())) + 1,
+                            f"expected the '# Thread {j}:' line of overflowing cycles; the file is cut off or damaged")
+        line, accounted = s.thread_lists[j]
+        if accounted != overflow[j]:
+            raise src.error(line, f"'# Thread {j}:' accounts for {accounted} overflowed samples but "
+                                  f"'# Histogram Overflows' gives {overflow[j]}; the file is damaged")
+    counts = [sums[j] + overflow[j] for j in range(n)]
+    unit, how = value_unit(s, [mins[j] for j in range(n) if counts[j]])
+    unit_name = "ns" if unit == NS else "µs"
+    size = len(s.rows)
+    for j in range(n):
+        if counts[j]:
+            check_extremes(src, f["Min Latencies"][0], f["Max Latencies"][0], j, columns[j], overflow[j],
+                           mins[j], maxes[j], size, unit_name)
+    spikes, top, warnings = spike_results(src, s, list(range(n)), unit)
+    cpus = []
+    for j in range(n):
+        sum_units = exact_sum(columns[j]) if not overflow[j] else avgs[j] * counts[j]
+        cpus.append(hist_cpu(j, columns[j], overflow[j], unit, mins[j] * unit, maxes[j] * unit,
+                             sum_units * unit, spikes[j]))
+    if how:
+        warnings.insert(0, nsecs_warning(how, size, sum(overflow[:n]), sum(counts)))
+    if brk := break_info(s):
+        warnings.append(break_warning(*brk, unit))
+    config = {"threads": n, "histogram_us" if unit == US else "histogram_ns": size, "resolution_ns": unit,
+              **status_config(s)}
+    fmt = "cyclictest-histofall" if histofall else "cyclictest-histogram"
+    return Parsed(format=fmt, cpus=cpus, config=config, warnings=warnings, top_spikes=top)
+
+
+def _from_status(src: Source, s: Scan) -> Parsed:
+    text = "\n".join(line for _, line in s.statuses)
+    latest = last_status(text)
+    mins = [st["min"] for st in latest.values() if st["cycles"]]
+    unit, how = value_unit(s, mins)
+    threads = sorted(latest)
+    spikes, top, warnings = spike_results(src, s, threads, unit)
+    cpus = cpus_from_status(text, [], unit_ns=unit)
+    for c in cpus:
+        c.spikes = spikes[c.cpu]
+    warnings.insert(0, no_histogram_warning())
+    if how:
+        warnings.insert(1, nsecs_warning(how))
+    if brk := break_info(s):
+        thread, value = brk
+        note = ""
+        cpu = next((c for c in cpus if c.cpu == thread), None)
+        if cpu is not None and cpu.count and value * unit > (cpu.max_ns or 0):
+            # The last status block is drawn before the breaking wake-up is
+            # counted; that wake-up is still one cyclictest measured.
+            cpu.max_ns = value * unit
+            note = " (more than its last status line shows, so that is its max)"
+        warnings.append(break_warning(thread, value, unit, note))
+    config = {"threads": len(threads), "resolution_ns": unit, **status_config(s)}
+    return Parsed(format="cyclictest-summary", cpus=cpus, config=config, warnings=warnings, top_spikes=top)
