@@ -1,0 +1,278 @@
+"""Board profiles: one TOML file per board in rtforge/data/boards/ (adding a
+board is adding a file).  Every key is required and no other key is allowed,
+so a typo in a board file is a bug that tests/test_boards.py catches.
+
+    description        one line for `rtforge kernel boards`
+    aliases            other names users type (pi3-64 for the 64-bit Pi 3/4 row)
+    arch               Kbuild ARCH= (arm, arm64, x86_64)
+    cross_compile      Kbuild CROSS_COMPILE= (Debian's triplet, with the dash)
+    toolchain_package  Debian package that provides <cross_compile>gcc
+    image_target       make target of the kernel image: Image, zImage, bzImage;
+                       the file is <build>/arch/<srcarch>/boot/<image_target>
+    image_name         file name on the board's boot partition, never the stock
+                       one, so installing cannot overwrite the stock kernel
+    stock_image_name   the stock kernel's name there, for reference ("" if none)
+    default_source     the source spec used when the user gives none
+    config_fragment    a fragment applied right after the defconfig that this
+                       board needs to work at all (QEMU boards: what virt needs
+                       on top of allnoconfig); "" for none.  Owned by the config
+                       step, which defines where the file lives.
+    uname_m            what `uname -m` reports once this kernel runs
+    models             /proc/device-tree/model values this kernel fits, without
+                       the " Rev x.y" the firmware appends; [] = no check
+    [defconfig]        per source flavour (raspberrypi, mainline): a file of
+                       arch/<srcarch>/configs/, a make target of
+                       arch/<srcarch>/Makefile (multi_v7_lpae_defconfig), or a
+                       generic Kconfig target (defconfig, allnoconfig, tinyconfig)
+    [dtbs], [overlays] per flavour: globs relative to the build directory's
+                       arch/<srcarch>/boot/dts (any may match nothing: trees
+                       moved 32-bit dts into broadcom/ in 6.5)
+    [qemu]             machine ("none": no boot test), cpu ("" = the machine's
+                       default), append (kernel command line for the console),
+                       dtb per flavour (relative like dtbs; {} = none needed)
+
+API:
+    load_boards() -> dict[str, Board]          every board, by canonical name
+    get_board(name) -> Board                   name or alias; UserError if unknown
+    srcarch_of(arch) -> str                    Kbuild's SRCARCH for an ARCH
+    Board.defconfig_for(flavour) -> str        UserError if the board has none
+    Board.defconfig_in(tree, flavour) -> str   same, and proven to exist in tree
+    Board.dtb_globs(flavour), .overlay_globs(flavour), .qemu_dtb(flavour)
+    Board.fits_model(model) / .fits_machine(uname_m) -> bool
+    Board.to_dict() -> dict                    JSON-ready, for --json
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+
+from ..errors import UserError
+
+FLAVOURS = ("raspberrypi", "mainline")
+
+# Kbuild: ARCH=x86_64/i386 build arch/x86 (top Makefile's SRCARCH).
+_SRCARCH = {"x86_64": "x86", "i386": "x86", "x86": "x86", "arm": "arm", "arm64": "arm64", "riscv": "riscv"}
+# The image targets each architecture's Makefile offers that a board may use.
+_IMAGE_TARGETS = {"arm": {"zImage"}, "arm64": {"Image", "Image.gz"}, "x86": {"bzImage"}, "riscv": {"Image", "Image.gz"}}
+# Kconfig targets valid for every architecture (scripts/kconfig/Makefile).
+GENERIC_CONFIG_TARGETS = ("defconfig", "allnoconfig", "allyesconfig", "allmodconfig", "tinyconfig")
+
+_TOP_KEYS = {
+    "description": str, "aliases": list, "arch": str, "cross_compile": str, "toolchain_package": str,
+    "image_target": str, "image_name": str, "stock_image_name": str, "default_source": str,
+    "config_fragment": str, "uname_m": list, "models": list,
+    "defconfig": dict, "dtbs": dict, "overlays": dict, "qemu": dict,
+}
+_QEMU_KEYS = {"machine": str, "cpu": str, "append": str, "dtb": dict}
+_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
+_REV_RE = re.compile(r"\s+rev\s*[\w.]+$", re.IGNORECASE)
+
+
+class BoardFileError(Exception):
+    """A shipped board file is malformed: a bug in rtforge, not the user's fault."""
+
+
+def srcarch_of(arch: str) -> str:
+    try:
+        return _SRCARCH[arch]
+    except KeyError:
+        raise UserError(f"unknown kernel architecture '{arch}': use one of {', '.join(sorted(_SRCARCH))}") from None
+
+
+def model_key(model: str) -> str:
+    """'Raspberry Pi 4 Model B Rev 1.4\\0' -> 'Raspberry Pi 4 Model B'."""
+    return _REV_RE.sub("", model.replace("\0", "").strip())
+
+
+@dataclass(frozen=True)
+class QemuSpec:
+    machine: str
+    cpu: str
+    append: str
+    dtb: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Board:
+    name: str
+    description: str
+    aliases: tuple[str, ...]
+    arch: str
+    cross_compile: str
+    toolchain_package: str
+    image_target: str
+    image_name: str
+    stock_image_name: str
+    default_source: str
+    config_fragment: str
+    uname_m: tuple[str, ...]
+    models: tuple[str, ...]
+    defconfig: dict[str, str]
+    dtbs: dict[str, tuple[str, ...]]
+    overlays: dict[str, tuple[str, ...]]
+    qemu: QemuSpec | None
+
+    @property
+    def srcarch(self) -> str:
+        return _SRCARCH[self.arch]
+
+    @property
+    def image_path(self) -> str:
+        """The image relative to the build (O=) directory."""
+        return f"arch/{self.srcarch}/boot/{self.image_target}"
+
+    @property
+    def dts_dir(self) -> str:
+        """What dtb/overlay globs are relative to, in the build directory."""
+        return f"arch/{self.srcarch}/boot/dts"
+
+    def defconfig_for(self, flavour: str) -> str:
+        if flavour not in self.defconfig:
+            have = ", ".join(self.defconfig) or "none"
+            raise UserError(f"board {self.name} has no configuration for a {flavour} source tree (it has: {have}); "
+                            f"use a different --source")
+        return self.defconfig[flavour]
+
+    def defconfig_in(self, tree: Path, flavour: str) -> str:
+        """The defconfig for this flavour, proven to exist in tree."""
+        name = self.defconfig_for(flavour)
+        if defconfig_exists(Path(tree), self.srcarch, name):
+            return name
+        raise UserError(f"the source tree has no arch/{self.srcarch}/configs/{name}, which board {self.name} needs"
+                        + (f" (try --source {self.default_source})" if self.default_source else ""))
+
+    def dtb_globs(self, flavour: str) -> tuple[str, ...]:
+        return self.dtbs.get(flavour, ())
+
+    def overlay_globs(self, flavour: str) -> tuple[str, ...]:
+        return self.overlays.get(flavour, ())
+
+    def qemu_dtb(self, flavour: str) -> str | None:
+        return (self.qemu.dtb.get(flavour) or None) if self.qemu else None
+
+    def fits_model(self, model: str) -> bool:
+        """True if /proc/device-tree/model (with or without ' Rev x.y') is one of
+        this board's; boards without models (QEMU, PCs) fit anything."""
+        return not self.models or model_key(model) in self.models
+
+    def fits_machine(self, uname_m: str) -> bool:
+        return uname_m.strip() in self.uname_m
+
+    def to_dict(self) -> dict:
+        d = {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "qemu"}
+        d = {k: list(v) if isinstance(v, tuple) else v for k, v in d.items()}
+        d["dtbs"] = {k: list(v) for k, v in self.dtbs.items()}
+        d["overlays"] = {k: list(v) for k, v in self.overlays.items()}
+        d["qemu"] = vars(self.qemu) if self.qemu else None
+        d["srcarch"] = self.srcarch
+        d["image_path"] = self.image_path
+        return d
+
+
+def defconfig_exists(tree: Path, srcarch: str, name: str) -> bool:
+    """A configs/ file, a target of the arch Makefile, or a generic Kconfig target."""
+    if name in GENERIC_CONFIG_TARGETS:
+        return True
+    if (tree / "arch" / srcarch / "configs" / name).is_file():
+        return True
+    makefile = tree / "arch" / srcarch / "Makefile"
+    if makefile.is_file():
+        return re.search(rf"^{re.escape(name)}\s*:", makefile.read_text(errors="replace"), re.MULTILINE) is not None
+    return False
+
+
+def _check_keys(where: str, doc: dict, spec: dict) -> None:
+    missing = sorted(set(spec) - set(doc))
+    unknown = sorted(set(doc) - set(spec))
+    if missing or unknown:
+        raise BoardFileError(f"{where}: missing keys {missing}, unknown keys {unknown}")
+    for key, typ in spec.items():
+        if not isinstance(doc[key], typ):
+            raise BoardFileError(f"{where}: '{key}' must be a {typ.__name__}")
+
+
+def _flavour_table(where: str, key: str, table: dict, value_type: type) -> dict:
+    bad = sorted(set(table) - set(FLAVOURS))
+    if bad:
+        raise BoardFileError(f"{where}: [{key}] has unknown flavours {bad} (known: {list(FLAVOURS)})")
+    for flavour, value in table.items():
+        if not isinstance(value, value_type) or (value_type is list and not all(isinstance(v, str) for v in value)):
+            raise BoardFileError(f"{where}: {key}.{flavour} must be a {value_type.__name__} of strings")
+    return {f: tuple(v) if value_type is list else v for f, v in table.items()}
+
+
+def parse_board(name: str, text: str) -> Board:
+    """One board file's text -> Board; BoardFileError on anything malformed."""
+    where = f"board file {name}.toml"
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise BoardFileError(f"{where}: {e}") from None
+    _check_keys(where, doc, _TOP_KEYS)
+    _check_keys(f"{where} [qemu]", doc["qemu"], _QEMU_KEYS)
+    if not _NAME_RE.match(name):
+        raise BoardFileError(f"{where}: board names are lower-case letters, digits, '-' and '_'")
+    arch = doc["arch"]
+    if arch not in _SRCARCH:
+        raise BoardFileError(f"{where}: unknown arch '{arch}'")
+    if doc["image_target"] not in _IMAGE_TARGETS[_SRCARCH[arch]]:
+        raise BoardFileError(f"{where}: image_target '{doc['image_target']}' is not an image of arch {arch}")
+    if not doc["image_name"] or doc["image_name"] == doc["stock_image_name"] or "/" in doc["image_name"]:
+        raise BoardFileError(f"{where}: image_name must be a plain file name different from stock_image_name")
+    if doc["cross_compile"] and not doc["cross_compile"].endswith("-"):
+        raise BoardFileError(f"{where}: cross_compile is a prefix ending in '-'")
+    if not doc["defconfig"]:
+        raise BoardFileError(f"{where}: [defconfig] needs at least one flavour")
+    for key in ("aliases", "uname_m", "models"):
+        if not all(isinstance(v, str) and v for v in doc[key]):
+            raise BoardFileError(f"{where}: '{key}' must be a list of non-empty strings")
+    if not doc["uname_m"]:
+        raise BoardFileError(f"{where}: uname_m must name at least one machine")
+    q = doc["qemu"]
+    qemu = None if q["machine"] == "none" else QemuSpec(q["machine"], q["cpu"], q["append"],
+                                                        _flavour_table(where, "qemu.dtb", q["dtb"], str))
+    return Board(
+        name=name, description=doc["description"], aliases=tuple(doc["aliases"]), arch=arch,
+        cross_compile=doc["cross_compile"], toolchain_package=doc["toolchain_package"],
+        image_target=doc["image_target"], image_name=doc["image_name"], stock_image_name=doc["stock_image_name"],
+        default_source=doc["default_source"], config_fragment=doc["config_fragment"],
+        uname_m=tuple(doc["uname_m"]), models=tuple(doc["models"]),
+        defconfig=_flavour_table(where, "defconfig", doc["defconfig"], str),
+        dtbs=_flavour_table(where, "dtbs", doc["dtbs"], list),
+        overlays=_flavour_table(where, "overlays", doc["overlays"], list),
+        qemu=qemu,
+    )
+
+
+@lru_cache(maxsize=1)
+def _load() -> tuple[Board, ...]:
+    folder = resources.files("rtforge.data") / "boards"
+    boards = [parse_board(f.name.removesuffix(".toml"), f.read_text())
+              for f in sorted(folder.iterdir(), key=lambda f: f.name) if f.name.endswith(".toml")]
+    seen: dict[str, str] = {}
+    for b in boards:
+        for n in (b.name, *b.aliases):
+            if n in seen:
+                raise BoardFileError(f"board name or alias '{n}' is used by both {seen[n]} and {b.name}")
+            seen[n] = b.name
+    return tuple(boards)
+
+
+def load_boards() -> dict[str, Board]:
+    """Every shipped board by canonical name, in name order."""
+    return {b.name: b for b in _load()}
+
+
+def get_board(name: str) -> Board:
+    """A board by name or alias (case-insensitive)."""
+    wanted = name.strip().lower()
+    for b in _load():
+        if wanted == b.name or wanted in b.aliases:
+            return b
+    names = ", ".join(b.name for b in _load())
+    raise UserError(f"unknown board '{name}': use one of {names} (`rtforge kernel boards` lists them)")

@@ -1,0 +1,152 @@
+"""Board files: every Raspberry Pi row of DESIGN.md, checked against the real
+6.12 tree for the mainline flavour and for form for the raspberrypi one."""
+
+from __future__ import annotations
+
+import glob
+import json
+import re
+from importlib import resources
+
+import pytest
+
+from rtforge.cli import main
+from rtforge.errors import UserError
+from rtforge.kernel.boards import (FLAVOURS, BoardFileError, defconfig_exists, get_board, load_boards, model_key,
+                                   parse_board)
+
+from .kernelsrc import _remove_cache_entries_made_here, src612  # noqa: F401  (fixtures)
+
+# DESIGN.md "Facts the code depends on": (raspberrypi defconfig, ARCH, stock image), one board each.
+PI_ROWS = [
+    ("bcmrpi_defconfig", "arm", "kernel.img"),
+    ("bcm2709_defconfig", "arm", "kernel7.img"),
+    ("bcm2711_defconfig", "arm", "kernel7l.img"),
+    ("bcm2711_defconfig", "arm64", "kernel8.img"),
+    ("bcm2712_defconfig", "arm64", "kernel_2712.img"),
+]
+OTHER_BOARDS = ["mainline-arm64", "qemu-virt-arm64", "qemu-virt-arm", "x86-64"]
+
+
+def board_text(name: str) -> str:
+    return (resources.files("rtforge.data") / "boards" / f"{name}.toml").read_text()
+
+
+@pytest.mark.parametrize("defconfig,arch,stock", PI_ROWS)
+def test_every_pi_row_has_exactly_one_board(defconfig, arch, stock):
+    matches = [b for b in load_boards().values()
+               if b.defconfig.get("raspberrypi") == defconfig and b.arch == arch and b.stock_image_name == stock]
+    assert len(matches) == 1, f"{defconfig}/{arch}/{stock}: {[b.name for b in matches]}"
+    b = matches[0]
+    assert b.image_name != stock and b.image_name.endswith(".img")
+    assert b.cross_compile == {"arm": "arm-linux-gnueabihf-", "arm64": "aarch64-linux-gnu-"}[arch]
+    assert b.models and b.uname_m
+
+
+def test_the_names_users_type():
+    assert {"mainline-arm64", "qemu-virt-arm64", "qemu-virt-arm", "x86-64", "pi1", "pi4-64", "pi5"} <= set(load_boards())
+    assert get_board("pi3-64").name == "pi4-64"            # one kernel for the 64-bit Pi 3/4 row
+    assert get_board("pi3-32").name == "pi2"
+    assert get_board("PI0").name == "pi1"
+    assert get_board("pi4-64").image_name == "kernel8-rtforge.img"
+    assert get_board("pi1").image_target == "zImage" and get_board("x86-64").image_target == "bzImage"
+    assert get_board("pi4-64").image_path == "arch/arm64/boot/Image"
+    assert get_board("x86-64").srcarch == "x86"
+
+
+def test_unknown_board_names_them_all():
+    with pytest.raises(UserError) as e:
+        get_board("pi9")
+    for name in load_boards():
+        assert name in str(e.value)
+
+
+def test_image_names_never_collide():
+    boards = list(load_boards().values())
+    names = [b.image_name for b in boards]
+    assert len(names) == len(set(names))
+    stock = {b.stock_image_name for b in boards}
+    assert not stock & set(names)
+
+
+def test_every_board_file_has_every_key_and_no_other():
+    text = board_text("pi4-64")
+    parse_board("pi4-64", text)                            # the shipped file is fine
+    with pytest.raises(BoardFileError, match="missing keys \\['image_name'\\]"):
+        parse_board("x", re.sub(r"(?m)^image_name = .*\n", "", text))
+    with pytest.raises(BoardFileError, match="unknown keys \\['imagename'\\]"):
+        parse_board("x", text.replace("image_name =", "imagename =", 1))
+    with pytest.raises(BoardFileError, match="unknown flavours"):
+        parse_board("x", text.replace("[defconfig]\nraspberrypi", "[defconfig]\nraspbian", 1))
+    with pytest.raises(BoardFileError, match="not an image"):
+        parse_board("x", text.replace('image_target = "Image"', 'image_target = "zImage"'))
+    with pytest.raises(BoardFileError, match="different from stock"):
+        parse_board("x", text.replace('"kernel8-rtforge.img"', '"kernel8.img"'))
+    with pytest.raises(BoardFileError, match="qemu"):
+        parse_board("x", text.replace('machine = "raspi3b"', 'machin = "raspi3b"'))
+
+
+def test_raspberrypi_defconfig_names_have_the_right_form():
+    # Checked by hand against raspberrypi/linux (see the comments in the board
+    # files); a test can only check the form here.
+    for b in load_boards().values():
+        name = b.defconfig.get("raspberrypi")
+        assert name and re.fullmatch(r"[a-z0-9_]+_defconfig|defconfig|allnoconfig", name), b.name
+
+
+def test_mainline_defconfigs_exist_in_the_real_6_12_tree(src612):
+    for b in load_boards().values():
+        name = b.defconfig_in(src612.path, "mainline")     # raises UserError if missing
+        assert defconfig_exists(src612.path, b.srcarch, name)
+    # and the check can fail: a raspberrypi-only defconfig is not in mainline
+    with pytest.raises(UserError, match="bcm2711_defconfig"):
+        get_board("pi4-64").defconfig_in(src612.path, "raspberrypi")
+    assert not defconfig_exists(src612.path, "arm", "bcm2709_defconfig")
+
+
+def _dts_matches(tree, srcarch: str, pattern: str) -> list[str]:
+    return glob.glob(str(tree / "arch" / srcarch / "boot" / "dts" / pattern.replace(".dtb", ".dts")))
+
+
+def test_mainline_device_tree_globs_match_real_dts_files(src612):
+    for b in load_boards().values():
+        globs = b.dtb_globs("mainline")
+        if globs:
+            assert any(_dts_matches(src612.path, b.srcarch, g) for g in globs), b.name
+        if dtb := b.qemu_dtb("mainline"):
+            assert _dts_matches(src612.path, b.srcarch, dtb), (b.name, dtb)
+
+
+def test_models_as_proc_device_tree_shows_them():
+    pi4 = "Raspberry Pi 4 Model B Rev 1.4\x00"
+    assert model_key(pi4) == "Raspberry Pi 4 Model B"
+    assert [b.name for b in load_boards().values() if b.fits_model(pi4) and b.models] == \
+        ["mainline-arm64", "pi4-32", "pi4-64"]
+    # "Compute Module" (CM1) must not swallow CM3/CM4
+    cm1 = "Raspberry Pi Compute Module Rev 1.0"
+    assert [b.name for b in load_boards().values() if b.fits_model(cm1) and b.models] == ["pi1"]
+    assert not get_board("pi4-64").fits_model("Raspberry Pi Compute Module Rev 1.0")
+    assert get_board("pi2").fits_model("Raspberry Pi 3 Model B Plus Rev 1.3")
+    assert get_board("pi5").fits_model("Raspberry Pi 5 Model B Rev 1.0")
+    assert not get_board("pi5").fits_model(pi4)
+    assert get_board("qemu-virt-arm64").fits_model("linux,dummy-virt")      # no models: no check
+    assert get_board("pi1").fits_machine("armv6l\n") and not get_board("pi1").fits_machine("armv7l")
+
+
+def test_cli_lists_every_board(capsys):
+    assert main(["kernel", "boards"]) == 0
+    out = capsys.readouterr().out
+    for b in load_boards().values():
+        assert b.name in out and b.image_name in out
+    assert main(["kernel", "boards", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [r["name"] for r in rows] == list(load_boards())
+    pi5 = next(r for r in rows if r["name"] == "pi5")
+    assert pi5["defconfig"] == {"raspberrypi": "bcm2712_defconfig", "mainline": "defconfig"}
+    assert pi5["image_path"] == "arch/arm64/boot/Image" and set(pi5["dtbs"]) == set(FLAVOURS)
+
+
+def test_cli_unknown_board_is_one_line_exit_2(capsys):
+    assert main(["kernel", "source", "debian:6.12", "--board", "pi9"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "unknown board 'pi9'" in err[0]
