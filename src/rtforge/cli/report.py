@@ -10,10 +10,11 @@ import typer
 
 from ..errors import UserError
 from ..report import document, plots
-from ..report.compare import compare_runs
+from ..report.compare import compare_bench, compare_runs, one_kind
 from ..report.verdict import parse_cycle_time, verdict
 from ..results.store import Store
 from . import app
+from .bench import print_bench_compare
 from .render import make_console, us
 
 RESULTS_DIR = typer.Option(None, "--results-dir", envvar="RTFORGE_RESULTS_DIR", help="run store (default: XDG data dir)")
@@ -26,14 +27,30 @@ def _load(store: Store, refs: list[str]):
     return [store.load(store.resolve(ref)) for ref in refs]
 
 
+def _latency_only(loaded, command: str) -> None:
+    for r in loaded:
+        if r.kind == "bench":
+            raise UserError(f"{r.run_id} is a CPU benchmark, not a latency run: `rtforge {command}` takes latency runs; "
+                            f"`rtforge show` and `rtforge compare` show benchmarks")
+
+
 @app.command()
 def compare(
     runs: List[str] = typer.Argument(..., help="runs to compare; ratios are to the first"),
     results_dir: Optional[Path] = RESULTS_DIR,
     as_json: bool = typer.Option(False, "--json", help="print the rows as JSON"),
 ) -> None:
-    """Runs side by side: min, avg, p99, p99.99, max, wake-ups, load, kernel, preemption."""
-    rows = compare_runs(_load(Store(results_dir), runs))
+    """Runs side by side: min, avg, p99, p99.99, max, wake-ups, load, kernel, preemption
+    (bench runs: median solve time and stress-ng rate per thread count)."""
+    loaded = _load(Store(results_dir), runs)
+    if one_kind(loaded) == "bench":
+        bench_rows = compare_bench(loaded)
+        if as_json:
+            print(json.dumps(bench_rows, indent=1))
+        else:
+            print_bench_compare(bench_rows)
+        return
+    rows = compare_runs(loaded)
     if as_json:
         print(json.dumps(rows, indent=1))
         return
@@ -69,6 +86,7 @@ def plot(
     if not output.parent.is_dir():
         raise UserError(f"cannot write '{output}': {output.parent} is not a directory")
     loaded = _load(Store(results_dir), runs)
+    _latency_only(loaded, "plot")
     if kind in ("hist", "timeline") and len(loaded) != 1:
         raise UserError(f"--kind {kind} plots one run; use --kind compare or cdf for several")
     if kind == "compare" and len(loaded) < 2:
@@ -103,6 +121,7 @@ def report(
     if not output.parent.is_dir():
         raise UserError(f"cannot write '{output}': {output.parent} is not a directory")
     loaded = _load(Store(results_dir), runs)
+    _latency_only(loaded, "report")
     write = document.write_html if fmt == "html" else document.write_markdown
     write(loaded, cycle_ns, output)
     console = make_console()

@@ -9,9 +9,11 @@ from typing import Optional
 import typer
 from rich.table import Table
 
+from ..results.bench import bench_show_dict
 from ..results.stats import show_dict
 from ..results.store import Store
 from . import app
+from .bench import print_bench_result
 from .render import make_console, print_result, us
 
 RESULTS_DIR = typer.Option(None, "--results-dir", envvar="RTFORGE_RESULTS_DIR", help="run store (default: XDG data dir)")
@@ -39,7 +41,8 @@ def runs(
         t.add_column(col, justify="right" if col.endswith("µs") or col == "duration" else "left")
     for r in rows:
         t.add_row(
-            r.run_id, r.label or "", r.engine, r.kernel_release or "?", r.preempt_model or "?", r.loads or "none",
+            r.run_id, r.label or "", r.engine, r.kernel_release or "?", r.preempt_model or "?",
+            r.loads or ("–" if r.kind == "bench" else "none"),  # a benchmark runs without loads
             f"{r.duration_s:.0f} s" if r.duration_s is not None else "?", us(r.max_ns), us(r.p99_ns),
             r.state + (" (partial)" if r.partial and r.state != "running" else ""),
         )
@@ -52,10 +55,15 @@ def show(
     results_dir: Optional[Path] = RESULTS_DIR,
     as_json: bool = typer.Option(False, "--json", help="print the summary as JSON"),
 ) -> None:
-    """Per-CPU latency statistics of one stored run."""
+    """Per-CPU latency statistics of one stored run (a bench run: its solve times)."""
     store = Store(results_dir)
     result = store.load(store.resolve(run))
-    if as_json:
+    if result.kind == "bench":
+        if as_json:
+            print(json.dumps(bench_show_dict(result), indent=1))
+        else:
+            print_bench_result(result)
+    elif as_json:
         print(json.dumps(show_dict(result), indent=1))
     else:
         print_result(result)

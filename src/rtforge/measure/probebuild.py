@@ -1,7 +1,9 @@
-"""Building the probe from the C sources shipped inside the package.
+"""Building the probe (and the other small C programs rtforge runs on a
+board, e.g. the N-queens benchmark) from the C sources shipped inside the
+package: one program per package folder, every .c in it compiled together.
 
 Builds are cached under the XDG cache dir, keyed by a hash of the sources and
-flags, so a changed probe is rebuilt and an unchanged one costs nothing.
+flags, so a changed program is rebuilt and an unchanged one costs nothing.
 Targets other than this machine get a static binary from Debian's cross
 compilers: a board then needs neither a compiler nor matching libraries.
 """
@@ -31,39 +33,57 @@ CROSS = {
 }
 
 
-def sources() -> list[Path]:
-    root = resources.files("rtforge") / "probe"
+def program_sources(folder: str) -> list[Path]:
+    """The .c and .h files of the program in package folder `folder`."""
+    root = resources.files("rtforge") / folder
     return sorted(Path(str(p)) for p in root.iterdir() if p.name.endswith((".c", ".h")))
 
 
-def source_hash() -> str:
+def program_hash(folder: str) -> str:
     h = hashlib.sha256(" ".join(CFLAGS).encode())
-    for p in sources():
+    for p in program_sources(folder):
         h.update(p.name.encode() + b"\0" + p.read_bytes())
     return h.hexdigest()[:16]
 
 
-def build_probe(machine: str | None = None) -> Path:
+def sources() -> list[Path]:
+    return program_sources("probe")
+
+
+def source_hash() -> str:
+    return program_hash("probe")
+
+
+def build_probe(machine: str | None = None, *, static: bool | None = None) -> Path:
     """Path to a probe for `uname -m` == machine (None: this machine)."""
+    return build_program("probe", "rtprobe", machine, static=static)
+
+
+def build_program(folder: str, name: str, machine: str | None = None, *, static: bool | None = None) -> Path:
+    """Path to program `name`, built from package folder `folder`, for
+    `uname -m` == machine (None: this machine).  static=None links
+    statically exactly when cross-building; True also for this machine's
+    architecture, for another computer whose libraries may differ."""
     native = machine in (None, platform.machine())
     machine = machine or platform.machine()
+    static = ["-static"] if (not native if static is None else static) else []
     if native:
-        cc, package, static = os.environ.get("CC", "cc"), "gcc", []
+        cc, package = os.environ.get("CC", "cc"), "gcc"
     elif machine in CROSS:
-        (cc, package), static = CROSS[machine], ["-static"]
+        cc, package = CROSS[machine]
     else:
-        raise UserError(f"no cross compiler known for '{machine}': rtforge builds the probe for {', '.join(CROSS)}")
-    out = paths.cache_dir() / "probe" / source_hash() / f"rtprobe-{machine}{'-static' if static else ''}"
+        raise UserError(f"no cross compiler known for '{machine}': rtforge builds {name} for {', '.join(CROSS)}")
+    out = paths.cache_dir() / folder / program_hash(folder) / f"{name}-{machine}{'-static' if static else ''}"
     if out.exists():
         return out
     if not shutil.which(cc):
-        raise UserError(f"the C compiler '{cc}' is needed to build the probe for {machine}: apt install {package}")
+        raise UserError(f"the C compiler '{cc}' is needed to build {name} for {machine}: apt install {package}")
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.{os.getpid()}")
-    cmd = [cc, *CFLAGS, *static, "-o", str(tmp), *(str(p) for p in sources() if p.suffix == ".c")]
+    cmd = [cc, *CFLAGS, *static, "-o", str(tmp), *(str(p) for p in program_sources(folder) if p.suffix == ".c")]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode:
         first = "; ".join(proc.stderr.strip().splitlines()[:3])
-        raise UserError(f"building the probe with {cc} failed ({first}); is {package} installed?")
+        raise UserError(f"building {name} with {cc} failed ({first}); is {package} installed?")
     os.replace(tmp, out)  # atomic: a concurrent build never sees half a binary
     return out

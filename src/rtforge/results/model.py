@@ -8,6 +8,10 @@ Format history (bump FORMAT_VERSION and add a line whenever a field is added,
 removed or changes meaning; ``from_dict`` must keep reading every version):
 
   1  2026-11  first version: latency runs from the probe and cyclictest.
+  2  2026-11  `bench`: CPU benchmark runs (kind "bench", `rtforge bench cpu`):
+              raw N-queens solve times per thread count and stress-ng
+              metrics (results/bench.py); None for latency runs.  Version 1
+              files read as runs without it.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from typing import Any
 from ..errors import UserError
 from .hist import Histogram
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 
 
 @dataclass
@@ -54,11 +58,11 @@ class CpuResult:
 @dataclass
 class RunResult:
     run_id: str
-    engine: str                   # probe | cyclictest | import
+    engine: str                   # probe | cyclictest | import | nqueens (bench runs)
     state: str                    # running | complete | interrupted | killed | failed
     host: str
     start_time: str               # ISO 8601, UTC
-    kind: str = "latency"
+    kind: str = "latency"         # latency | bench
     label: str | None = None
     end_reason: str | None = None
     duration_s: float | None = None
@@ -74,6 +78,7 @@ class RunResult:
     warnings: list[str] = field(default_factory=list)
     source: dict[str, Any] | None = None                     # imports: file name and sha256
     owner: dict[str, Any] | None = None                      # while running: pid + start ticks
+    bench: dict[str, Any] | None = None                      # kind "bench": raw benchmark results
     format_version: int = FORMAT_VERSION
 
     @property
@@ -106,4 +111,6 @@ class RunResult:
         known = set(cls.__dataclass_fields__)
         args = {k: v for k, v in d.items() if k in known and k != "cpus"}
         args["cpus"] = [CpuResult.from_dict(c) for c in d.get("cpus", [])]
+        # In memory a result is always of the current version: saved again, it says so.
+        args["format_version"] = FORMAT_VERSION
         return cls(**args)

@@ -64,12 +64,13 @@ class IndexRow:
 
 
 def _row(result: RunResult) -> tuple:
-    summary = summarize_all(result)
+    # Bench runs have no wake-ups: no max or p99; their duration is wall time.
+    summary = summarize_all(result) if result.kind != "bench" else None
     return (
         result.run_id, result.kind, result.engine, result.label, result.host,
         result.system.get("kernel_release"), result.system.get("preempt_model"),
         ",".join(result.config.get("loads") or []), result.duration_s, result.config.get("interval_us"),
-        summary.max_ns, summary.p99_ns, result.start_time, result.state,
+        summary.max_ns if summary else None, summary.p99_ns if summary else None, result.start_time, result.state,
         (result.source or {}).get("sha256"),
     )
 

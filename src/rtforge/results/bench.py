@@ -1,0 +1,111 @@
+"""CPU benchmark runs (kind "bench", `rtforge bench cpu`): the raw results
+as stored, the statistics derived from them, and the reader of stress-ng's
+metrics output.
+
+Stored in ``RunResult.bench`` -- raw values only, as for latency runs;
+every median and spread is derived here when shown or compared:
+
+  {"benchmark": "nqueens", "n": 12, "solutions_expected": 14200,
+   "repeat": 5, "warmup": 1,
+   "nqueens": [{"threads": 1, "solutions": 14200,
+                "elapsed_ns": [...], "cpu_ns": [...],        one per repetition, in run order
+                "warmup_elapsed_ns": [...]}, ...],           discarded solves, kept for the record
+   "stress_ng": {"version": "0.15.06", "method": "matrixprod", "duration_s": 10,
+                 "runs": [{"threads": 1, "bogo_ops": ..., "real_s": ..., "usr_s": ..., "sys_s": ...,
+                           "bogo_ops_per_s": ..., "bogo_ops_per_cpu_s": ...}, ...]}
+                 or None when stress-ng was skipped}
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import numpy as np
+
+from .model import RunResult
+
+# stress-ng's metrics line (0.07 .. 0.18): "stress-ng: metrc: [pid] cpu  4024  2.00  2.20  0.00  2011.88  1829.95"
+# ("info:" instead of "metrc:" before 0.15; newer versions append CPU % and RSS columns).
+_METRIC_RE = re.compile(r"^stress-ng:\s+\w+:\s+\[\d+\]\s+(?P<stressor>[a-z][\w-]*)\s+(?P<rest>\d.*)$")
+_NUMBER_RE = re.compile(r"^\d+(?:\.\d+)?$")
+
+
+def parse_stress_ng_metrics(text: str, stressor: str = "cpu") -> dict[str, float]:
+    """The --metrics-brief row of one stressor -> bogo ops, times and rates.
+
+    Raises ValueError when the output has no such row (stress-ng failed, or
+    printed a format this reader does not know)."""
+    if "bogo ops" not in text:
+        raise ValueError("no metrics table (was --metrics-brief given, and did the stressor run?)")
+    for line in text.splitlines():
+        m = _METRIC_RE.match(line.strip())
+        if not m or m["stressor"] != stressor:
+            continue
+        numbers = m["rest"].split()
+        if len(numbers) < 6 or not all(_NUMBER_RE.match(v) for v in numbers[:6]):
+            continue
+        ops, real_s, usr_s, sys_s, per_s, per_cpu_s = (float(v) for v in numbers[:6])
+        return {"bogo_ops": int(ops), "real_s": real_s, "usr_s": usr_s, "sys_s": sys_s,
+                "bogo_ops_per_s": per_s, "bogo_ops_per_cpu_s": per_cpu_s}
+    raise ValueError(f"no metrics row for the '{stressor}' stressor")
+
+
+def spread(values_ns: list[int]) -> dict[str, float | int | None]:
+    """Median and spread of repeated solve times, in seconds.  Quartiles are
+    numpy's default (linear interpolation between samples); stdev is the
+    sample standard deviation (n - 1)."""
+    v = np.asarray(values_ns, dtype=np.float64) / 1e9
+    if v.size == 0:
+        return {"count": 0, "median_s": None, "min_s": None, "max_s": None, "q1_s": None, "q3_s": None,
+                "iqr_s": None, "stdev_s": None}
+    q1, med, q3 = (float(x) for x in np.percentile(v, [25, 50, 75]))
+    return {"count": int(v.size), "median_s": med, "min_s": float(v.min()), "max_s": float(v.max()),
+            "q1_s": q1, "q3_s": q3, "iqr_s": q3 - q1, "stdev_s": float(v.std(ddof=1)) if v.size > 1 else None}
+
+
+def summarize_bench(bench: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per thread count: solutions, solve-time median and spread,
+    CPUs busy (CPU time / wall time), and stress-ng's rate for as many workers."""
+    stress = {r["threads"]: r for r in ((bench.get("stress_ng") or {}).get("runs") or [])}
+    rows = []
+    for entry in bench.get("nqueens") or []:
+        elapsed, cpu = entry.get("elapsed_ns") or [], entry.get("cpu_ns") or []
+        busy = [c / e for c, e in zip(cpu, elapsed) if e]
+        s = stress.get(entry["threads"])
+        rows.append({
+            "threads": entry["threads"],
+            "solutions": entry.get("solutions"),
+            **spread(elapsed),
+            "cpus_busy": float(np.median(busy)) if busy else None,
+            "stress_bogo_ops_per_s": s["bogo_ops_per_s"] if s else None,
+        })
+    return rows
+
+
+def bench_show_dict(result: RunResult) -> dict[str, Any]:
+    """What `rtforge show --json` prints for a bench run: stable keys."""
+    bench = result.bench or {}
+    stress = bench.get("stress_ng")
+    return {
+        "run_id": result.run_id,
+        "kind": result.kind,
+        "engine": result.engine,
+        "label": result.label,
+        "state": result.state,
+        "partial": result.partial,
+        "host": result.host,
+        "start_time": result.start_time,
+        "duration_s": result.duration_s,
+        "kernel_release": result.system.get("kernel_release"),
+        "preempt_model": result.system.get("preempt_model"),
+        "board_model": result.system.get("board_model"),
+        "config": result.config,
+        "n": bench.get("n"),
+        "repeat": bench.get("repeat"),
+        "threads": summarize_bench(bench),
+        "stress_ng": {k: stress[k] for k in ("version", "method", "duration_s")} if stress else None,
+        "bench": bench,
+        "warnings": result.warnings,
+        "reproducer": result.reproducer,
+    }
