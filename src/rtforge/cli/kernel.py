@@ -4,7 +4,8 @@ boot-test register here too)."""
 from __future__ import annotations
 
 import json
-from typing import Optional
+from pathlib import Path
+from typing import List, Optional
 
 import typer
 from rich.console import Console
@@ -12,8 +13,12 @@ from rich.progress import BarColumn, DownloadColumn, Progress as Bar, TextColumn
 from rich.table import Table
 
 from ..kernel.boards import FLAVOURS, get_board, load_boards
+from ..kernel.boottest import boot_test
+from ..kernel.build import BuildSpec, build_kernel
 from ..kernel.rtpatch import prepare_rt_tree
 from ..kernel.sources import SPEC_HELP, prepare_source
+from ..results.store import Store
+from ..target.bundle import open_bundle
 from . import app
 from .render import make_console
 
@@ -89,3 +94,71 @@ def source(
         console.print(f"  RT   {b.name} ({b.arch}): {rt.support.reason}; enable CONFIG_{rt.support.symbol}")
         if rt.patch:
             console.print(f"  patch {rt.patch_id}\n  patched tree {rt.path}")
+
+
+@kernel_app.command()
+def build(
+    board: str = typer.Option(..., "--board", "-b", help="board name (rtforge kernel boards)"),
+    source: Optional[str] = typer.Option(None, "--source", "-s", help=SPEC_HELP + " (default: the board's)"),
+    rt_patch: Optional[str] = typer.Option(None, "--rt-patch", help="PATH|URL|auto: an RT patch or series, when the tree needs one"),
+    fragments: str = typer.Option("latency", "--fragments", help="rtforge fragments on top of rt: latency, tracing (comma-separated, or none)"),
+    user_fragment: List[Path] = typer.Option([], "-k", "--fragment", help="your own .config fragment (repeatable)"),
+    option: List[str] = typer.Option([], "-K", "--option", help="one option, e.g. CONFIG_NO_HZ_FULL=y (repeatable)"),
+    allow_dropped: bool = typer.Option(False, "--allow-dropped", help="build even when Kconfig dropped requested options"),
+    jobs: int = typer.Option(0, "--jobs", "-j", help="parallel jobs (default: all CPUs)"),
+    dist: Path = typer.Option(Path("dist"), "--dist", help="where packages go"),
+    no_debs: bool = typer.Option(False, "--no-debs", help="skip Kbuild's bindeb-pkg"),
+) -> None:
+    """Fetch the source, enable PREEMPT_RT (patching if needed), verify the .config, build with Kbuild, package."""
+    names = [f.strip() for f in fragments.split(",") if f.strip() and f.strip() != "none"]
+    spec = BuildSpec(board=board, source=source, rt_patch=rt_patch, fragments=names, user_fragments=list(user_fragment),
+                     options=list(option), allow_dropped=allow_dropped, jobs=jobs, dist=dist, debs=not no_debs)
+    err = Console(stderr=True)
+    with StepProgress(err) as progress:
+        result = build_kernel(spec, progress)
+    console = make_console()
+    for note in result.notes:
+        err.print(f"note: {note}", highlight=False)
+    for m in result.config.dropped:
+        err.print(f"[yellow]warning:[/yellow] {m.sentence()}", highlight=False)
+    done = f"{result.objects} objects compiled" if result.objects else "nothing to compile"
+    console.print(f"{result.release} for {result.board.name} ({done}): {result.dist}", highlight=False)
+    console.print(f"next: rtforge kernel boot-test {result.dist}   (then rtforge deploy HOST {result.dist})")
+
+
+@kernel_app.command()
+def verify(bundle: Path = typer.Argument(..., help="a bundle directory, dist directory or tarball")) -> None:
+    """Re-check the sha256 of every file of a bundle against its manifest."""
+    b = open_bundle(bundle)
+    try:
+        b.verify()
+        make_console().print(f"{len(b.files)} files match their sha256: {b.release} for {b.board}", highlight=False)
+    finally:
+        b.close()
+
+
+@kernel_app.command("boot-test")
+def boot_test_cmd(
+    bundle: Path = typer.Argument(..., help="a bundle from rtforge kernel build"),
+    timeout_s: int = typer.Option(300, "--timeout", help="seconds to wait for the kernel to boot and report"),
+    probe_s: int = typer.Option(3, "--probe-s", help="seconds of probe run inside QEMU"),
+    results_dir: Optional[Path] = typer.Option(None, "--results-dir", envvar="RTFORGE_RESULTS_DIR", help="run store"),
+) -> int:
+    """Boot the kernel in QEMU: passes only if it runs as PREEMPT_RT; the probe's run is stored as emulated."""
+    b = open_bundle(bundle)
+    err = Console(stderr=True)
+    try:
+        b.verify()
+        with StepProgress(err) as progress:
+            result = boot_test(b, Store(results_dir), timeout_s=timeout_s, probe_s=probe_s,
+                               progress=lambda s, line: progress(f"booting in QEMU ({s:.0f} s): {line[:60]}", None, None))
+    finally:
+        b.close()
+    console = make_console()
+    if not result.passed:
+        for line in result.console_tail:
+            console.print(f"  | {line}", highlight=False, markup=False)
+    console.print(("[green]passed:[/green] " if result.passed else "[red]failed:[/red] ") + result.sentence, highlight=False)
+    if result.run_id:
+        console.print(f"probe run stored as {result.run_id} (emulated: its latencies are QEMU noise)", highlight=False)
+    return 0 if result.passed else 1

@@ -155,6 +155,15 @@ class Board:
     def qemu_dtb(self, flavour: str) -> str | None:
         return (self.qemu.dtb.get(flavour) or None) if self.qemu else None
 
+    def qemu_manifest(self, flavour: str) -> dict | None:
+        """How to boot-test this board's kernel, as recorded in a bundle (the
+        dtb by its name in the bundle's boot/)."""
+        if not self.qemu:
+            return None
+        dtb = self.qemu_dtb(flavour)
+        return {"machine": self.qemu.machine, "cpu": self.qemu.cpu, "append": self.qemu.append,
+                "dtb": Path(dtb).name if dtb else None}
+
     def fits_model(self, model: str) -> bool:
         """True if /proc/device-tree/model (with or without ' Rev x.y') is one of
         this board's; boards without models (QEMU, PCs) fit anything."""

@@ -36,5 +36,6 @@ def system_warnings(system: dict[str, Any]) -> list[str]:
             "set 'performance' (e.g. cpupower frequency-set -g performance)"
         )
     if system.get("cpu_dma_latency_us") is None and system.get("uname"):
-        warn.append("/dev/cpu_dma_latency could not be held, so deep C-states may add wake-up latency: run as root")
+        warn.append("/dev/cpu_dma_latency could not be held (no permission, or the kernel lacks it), so deep "
+                    "C-states may add wake-up latency: run as root on a kernel with CPU idle PM QoS")
     return warn

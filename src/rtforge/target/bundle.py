@@ -116,7 +116,8 @@ def open_bundle(path: Path) -> Bundle:
         if not (root / "manifest.json").exists() and len(inner) == 1 and (inner[0] / "manifest.json").exists():
             root = inner[0]
     elif path.is_dir():
-        root = path
+        # a dist/<release>-<board>/ directory holds the bundle in bundle/
+        root = path / "bundle" if not (path / "manifest.json").exists() and (path / "bundle").is_dir() else path
     else:
         raise UserError(f"{path} is not a bundle: give the directory or tarball that `rtforge kernel build` made")
     try:

@@ -1,0 +1,166 @@
+"""Running the kernel's own Kbuild: configure with its tools, build with make.
+
+Nothing here re-implements Kbuild: configuration is `make <defconfig>`,
+`scripts/kconfig/merge_config.sh` and `make olddefconfig`; building is
+`make O=<build dir> ARCH=... CROSS_COMPILE=... -j<cpus> <targets>`.  What
+rtforge adds is checking (read .config back), a progress count, the full
+log, and a short error when the build fails.
+
+Configuration runs in a scratch output directory and the result replaces
+<build>/.config only when it differs, so re-configuring an unchanged build
+leaves .config's time stamp alone and the re-run costs only make's checks.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Callable
+
+from .. import paths
+from ..errors import UserError
+from .boards import Board
+from .kconfig import Mismatch, fragment_options, mismatches, parse_option, read_config, write_fragment
+from .rtpatch import RtSupport
+
+# A compiled object in Kbuild's short output ("  CC      kernel/fork.o",
+# "  CC [M]  drivers/...", "  AS      arch/...").
+_OBJECT = re.compile(rb"^\s+(?:CC|AS)(?: \[M\])?\s+\S+\.o$")
+FRAGMENTS = ("latency", "tracing")
+
+
+def fragment_path(name: str) -> Path:
+    p = Path(str(resources.files("rtforge.data") / "fragments" / f"{name}.config"))
+    if not p.is_file():
+        raise UserError(f"no config fragment '{name}': rtforge ships {', '.join(FRAGMENTS)} (and -k FILE takes yours)")
+    return p
+
+
+def make_argv(tree: Path, out: Path, board: Board, targets: list[str], jobs: int | None = None,
+              extra: list[str] | None = None) -> list[str]:
+    argv = ["make", "-C", str(tree), f"O={out}", f"ARCH={board.arch}"]
+    if board.cross_compile:
+        argv.append(f"CROSS_COMPILE={board.cross_compile}")
+    if shutil.which("ccache"):
+        argv.append(f"CC=ccache {board.cross_compile}gcc")
+    if jobs:
+        argv.append(f"-j{jobs}")
+    return argv + (extra or []) + targets
+
+
+def kbuild_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.setdefault("CCACHE_DIR", str(paths.cache_dir() / "ccache"))
+    # Same user/host on every build: uname -v then only differs by the build's time.
+    env.setdefault("KBUILD_BUILD_USER", "rtforge")
+    env.setdefault("KBUILD_BUILD_HOST", "rtforge")
+    # A fixed build number ("#1" in uname -v).  Kbuild would count builds, and
+    # bindeb-pkg relinks with its package revision: with both pinned to 1
+    # (see package.py), the .deb holds the very image of the bundle and the
+    # next unchanged build has nothing to do.
+    env.setdefault("KBUILD_BUILD_VERSION", "1")
+    return env
+
+
+def run_make(argv: list[str], log: Path, progress: Callable[[int], None] | None = None, what: str = "make") -> int:
+    """Run make, appending everything to log; returns objects compiled.
+    On failure: the first error lines and the log's path, as a UserError."""
+    count = 0
+    with open(log, "ab") as f:
+        f.write(("\n$ " + " ".join(argv) + "\n").encode())
+        f.flush()
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=kbuild_env())
+        for line in proc.stdout:
+            f.write(line)
+            if _OBJECT.match(line.rstrip()):
+                count += 1
+                if progress:
+                    progress(count)
+        rc = proc.wait()
+    if rc:
+        text = log.read_text(errors="replace").splitlines()
+        errors = [line.strip() for line in text if re.search(r"\berror\b|Error \d|\*\*\*", line)][:4]
+        raise UserError(f"{what} failed: {' | '.join(errors) or 'see the log'} (full log: {log})")
+    return count
+
+
+@dataclass
+class ConfigResult:
+    config: dict[str, str]
+    requested: dict[str, str]
+    dropped: list[Mismatch]                    # requested options Kconfig did not keep
+    optional_dropped: list[Mismatch] = field(default_factory=list)
+    fragments: list[str] = field(default_factory=list)
+
+    @property
+    def notes(self) -> list[str]:
+        return [f"optional {m.sentence()}" for m in self.optional_dropped]
+
+
+def configure(tree: Path, build: Path, board: Board, flavour: str, rt: RtSupport, *, fragments: list[str],
+              user_fragments: list[Path], options: list[str], allow_dropped: bool = False) -> ConfigResult:
+    """defconfig + fragments (rt, the chosen ones, the board's, the user's, -K)
+    merged by Kbuild's merge_config.sh, then olddefconfig; read back."""
+    build.mkdir(parents=True, exist_ok=True)
+    log = build / "config.log"
+    log.write_text("")
+    scratch = build / ".rtforge-config"
+    scratch.mkdir(exist_ok=True)
+    defconfig = board.defconfig_in(tree, flavour)
+    run_make(make_argv(tree, scratch, board, [defconfig]), log, what=f"make {defconfig}")
+
+    files: list[tuple[str, Path, bool]] = []     # (name, file, required)
+    if rt.symbol == "PREEMPT_RT_FULL":
+        files.append(("rt-full", fragment_path("rt-full"), True))
+    else:
+        files.append(("rt", fragment_path("rt"), True))
+    for name in fragments:
+        files.append((name, fragment_path(name), True))
+        if name == "latency":
+            files.append(("latency-optional", fragment_path("latency-optional"), False))
+    if board.config_fragment:
+        files.append((board.config_fragment, fragment_path(board.config_fragment), True))
+    for p in user_fragments:
+        files.append((str(p), Path(p), True))
+    if options:
+        cli = scratch / "cli-options.config"
+        write_fragment(cli, dict(parse_option(o) for o in options))
+        files.append(("-K", cli, True))
+
+    requested: dict[str, str] = {}
+    optional: dict[str, str] = {}
+    for _name, path, required in files:
+        for sym, value in fragment_options(path).items():
+            (requested if required else optional)[sym] = value
+            (optional if required else requested).pop(sym, None)
+    merge = ["bash", str(tree / "scripts/kconfig/merge_config.sh"), "-m", "-O", str(scratch),
+             str(scratch / ".config"), *(str(p) for _, p, _ in files)]
+    proc = subprocess.run(merge, cwd=tree, capture_output=True, text=True, env=kbuild_env())
+    with open(log, "a") as f:
+        f.write("$ " + " ".join(merge) + "\n" + proc.stdout + proc.stderr)
+    if proc.returncode:
+        raise UserError(f"merge_config.sh failed: {proc.stderr.strip().splitlines()[-1:]} (full log: {log})")
+    run_make(make_argv(tree, scratch, board, ["olddefconfig"]), log, what="make olddefconfig")
+
+    config = read_config(scratch / ".config")
+    srcarch = rt.srcarch
+    result = ConfigResult(config, requested, mismatches(requested, config, tree, srcarch),
+                          mismatches(optional, config, tree, srcarch), [name for name, _, _ in files])
+    if result.dropped and not allow_dropped:
+        raise UserError(
+            f"Kconfig dropped {len(result.dropped)} requested option(s): "
+            + "; ".join(m.sentence() for m in result.dropped)
+            + ": enable what they depend on (e.g. with -K), or build anyway with --allow-dropped"
+        )
+    new = (scratch / ".config").read_bytes()
+    old = build / ".config"
+    if not old.exists() or old.read_bytes() != new:
+        old.write_bytes(new)  # unchanged: keep the old file and its time stamp
+    # include/config/auto.conf, which `make kernelrelease` needs before any build
+    run_make(make_argv(tree, build, board, ["syncconfig"]), log, what="make syncconfig")
+    return result

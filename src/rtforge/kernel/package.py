@@ -1,0 +1,98 @@
+"""From a finished build to dist/<kernelrelease>-<board>/:
+
+    bundle/                     what `rtforge deploy` installs (target/bundle.py)
+      manifest.json  boot/<image>  boot/*.dtb  boot/overlays/  lib/modules/<release>/
+    <release>-<board>.tar.gz    the same bundle as one file
+    *.deb                       Kbuild's bindeb-pkg (for apt/dpkg and GRUB boards)
+
+The directory is assembled under a temporary name and renamed into place,
+so a failed packaging never leaves a half bundle that deploy would trust.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import tarfile
+from pathlib import Path
+from typing import Any
+
+from .. import __version__
+from ..errors import UserError
+from ..target.bundle import sha256_file, write_manifest
+from .boards import Board
+from .kbuild import kbuild_env, make_argv, run_make
+
+
+def kernelrelease(tree: Path, build: Path, board: Board, localversion: str) -> str:
+    out = subprocess.run(make_argv(tree, build, board, ["kernelrelease"], extra=["-s", f"LOCALVERSION={localversion}"]),
+                         capture_output=True, text=True, env=kbuild_env())
+    if out.returncode or not out.stdout.strip():
+        raise UserError(f"make kernelrelease failed: {out.stderr.strip()[-200:]}")
+    return out.stdout.strip().splitlines()[-1]
+
+
+def _copy_globs(base: Path, globs: list[str], dest: Path) -> list[str]:
+    copied = []
+    for pattern in globs:
+        for src in sorted(base.glob(pattern)):
+            if src.is_file():
+                dest.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(src, dest / src.name)
+                copied.append(src.name)
+    return copied
+
+
+def package(tree: Path, build: Path, board: Board, flavour: str, config: dict[str, str], localversion: str,
+            dist_root: Path, manifest_extra: dict[str, Any], *, debs: bool, log: Path, jobs: int) -> Path:
+    release = kernelrelease(tree, build, board, localversion)
+    dist = dist_root / f"{release}-{board.name}"
+    work = dist_root / f".{dist.name}.tmp"
+    shutil.rmtree(work, ignore_errors=True)
+    bundle = work / "bundle"
+    boot = bundle / "boot"
+    boot.mkdir(parents=True)
+    image = build / board.image_path
+    if not image.is_file():
+        raise UserError(f"the build has no {board.image_path}: see {log}")
+    shutil.copy2(image, boot / board.image_name)
+    dts = build / board.dts_dir
+    dtbs = _copy_globs(dts, board.dtbs.get(flavour, ()), boot)
+    overlays = _copy_globs(dts, board.overlays.get(flavour, ()), boot / "overlays")
+    if overlays:
+        readme = tree / "arch/arm/boot/dts/overlays/README"
+        # With overlays/README under os_prefix the firmware loads overlays from there.
+        (boot / "overlays" / "README").write_bytes(readme.read_bytes() if readme.exists() else b"rtforge overlays\n")
+    lv = [f"LOCALVERSION={localversion}"]
+    if config.get("MODULES") == "y":
+        run_make(make_argv(tree, build, board, ["modules_install"], extra=lv + [f"INSTALL_MOD_PATH={bundle}",
+                                                                             "INSTALL_MOD_STRIP=1"]),
+                 log, what="make modules_install")
+        for link in ("build", "source"):
+            (bundle / "lib/modules" / release / link).unlink(missing_ok=True)  # point into this host only
+    # The configuration, as Debian keeps it in /boot: what exactly was built.
+    shutil.copy2(build / ".config", bundle / f"config-{release}")
+    marker = "PREEMPT_RT" if config.get("PREEMPT_RT") == "y" else "RT"  # 4.x RT patches: "PREEMPT RT"
+    write_manifest(
+        bundle, board=board.name, arch=board.arch, machines=list(board.uname_m), models=list(board.models),
+        kernelrelease=release, image=board.image_name, uname_v_marker=marker, flavour=flavour,
+        dtbs=dtbs, overlays=len(overlays), config_sha256=sha256_file(build / ".config"),
+        qemu=board.qemu_manifest(flavour), rtforge_version=__version__, **manifest_extra,
+    )
+    with tarfile.open(work / f"{release}-{board.name}.tar.gz", "w:gz") as tar:
+        for p in sorted(bundle.iterdir()):
+            tar.add(p, arcname=p.name)
+    if debs:
+        for old in build.parent.glob("*.deb"):
+            old.unlink()
+        # -d: the build dependencies were checked by building; a cross build
+        # would otherwise ask for the target architecture's libssl-dev.
+        # KDEB_PKGVERSION ending in -1: the package revision, which bindeb-pkg
+        # builds with, is then the build number of the bundle's image.
+        run_make(make_argv(tree, build, board, ["bindeb-pkg"], jobs=jobs,
+                           extra=lv + ["DPKG_FLAGS=-d", f"KDEB_PKGVERSION={release}-1"]), log, what="make bindeb-pkg")
+        for deb in build.parent.glob("*.deb"):  # Kbuild writes them next to the build directory
+            shutil.move(str(deb), work / deb.name)
+    shutil.rmtree(dist, ignore_errors=True)
+    work.rename(dist)
+    return dist
