@@ -81,3 +81,16 @@ def test_a_load_that_fails_at_once_is_reported(tmp_path, monkeypatch):
     with pytest.raises(UserError, match=r"the 'cpu' load exited at once with status \d+"):
         ls.start(tmp_path / "loads.log")
     assert ls.procs == []
+
+
+@pytest.mark.root
+def test_a_load_writing_to_stdout_does_not_fill_the_log(tmp_path):
+    """`cat /dev/zero` writes gigabytes to stdout: only stderr is logged."""
+    log = tmp_path / "loads.log"
+    loads = LoadSet(["zero"], LocalTransport(), ncpus=1, deadline_s=60)
+    loads.start(log)
+    try:
+        time.sleep(1.0)
+    finally:
+        loads.stop()
+    assert log.stat().st_size < 4096

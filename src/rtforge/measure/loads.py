@@ -91,7 +91,7 @@ class LoadSet:
         return [a.format(**values) for a in p.argv]
 
     def _spawn(self, p: LoadProfile, argv: list[str]) -> None:
-        popen = self.transport.spawn(argv, log=self.log)
+        popen = self.transport.spawn(argv, log=self.log, errors_only=True)
         self.procs.append(_Proc(p, argv, popen, popen.pid))  # session leader: pgid == pid
         self.pgids_started.append(popen.pid)
 

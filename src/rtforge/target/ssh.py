@@ -98,11 +98,13 @@ class SshTransport(Transport):
         self._raise_for_ssh(proc.returncode, proc.stderr.decode(errors="replace"))
         return proc
 
-    def spawn(self, argv, *, log=None):
+    def spawn(self, argv, *, log=None, errors_only=False):
         out = open(log, "ab") if log else subprocess.DEVNULL
         try:
-            return subprocess.Popen(self.command(argv), stdin=subprocess.DEVNULL, stdout=out,
-                                    stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=_die_with_parent)
+            return subprocess.Popen(self.command(argv), stdin=subprocess.DEVNULL,
+                                    stdout=subprocess.DEVNULL if errors_only else out,
+                                    stderr=out if errors_only else subprocess.STDOUT,
+                                    start_new_session=True, preexec_fn=_die_with_parent)
         finally:
             if log:
                 out.close()

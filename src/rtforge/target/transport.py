@@ -65,8 +65,10 @@ class Transport(ABC):
         """Run argv on the target; stdout/stderr captured as bytes."""
 
     @abstractmethod
-    def spawn(self, argv: list[str], *, log: Path | None = None) -> subprocess.Popen:
-        """Start in its own session; output appended to log (or discarded)."""
+    def spawn(self, argv: list[str], *, log: Path | None = None, errors_only: bool = False) -> subprocess.Popen:
+        """Start in its own session; output appended to log (or discarded).
+        errors_only: only stderr goes to the log (a load such as `cat
+        /dev/zero` writes its data to stdout, which must not fill the disk)."""
 
     # -- built on _exec ----------------------------------------------------
     def _call(self, argv, input, timeout, step) -> subprocess.CompletedProcess:
@@ -158,11 +160,12 @@ class LocalTransport(Transport):
     def _exec(self, argv, *, input, timeout):
         return subprocess.run(argv, input=input, capture_output=True, timeout=timeout)
 
-    def spawn(self, argv, *, log=None):
+    def spawn(self, argv, *, log=None, errors_only=False):
         out = open(log, "ab") if log else subprocess.DEVNULL
         try:
             return subprocess.Popen(
-                argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL if errors_only else out,
+                stderr=out if errors_only else subprocess.STDOUT,
                 start_new_session=True, preexec_fn=_die_with_parent,
             )
         finally:
