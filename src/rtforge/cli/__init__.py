@@ -24,7 +24,7 @@ app = typer.Typer(
 )
 
 # Command groups register themselves on `app`.
-from . import bench, bootcheck, importcmd, kernel, latency, report, runs, target  # noqa: E402,F401
+from . import bench, bootcheck, importcmd, kernel, latency, remote, report, runs, target  # noqa: E402,F401
 
 
 def _sigterm_as_interrupt(signum, frame):

@@ -1,4 +1,4 @@
-"""rtforge latency: measure wake-up latency here, under load."""
+"""rtforge latency [HOST]: measure wake-up latency here or on a board, under load."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from rich.progress import BarColumn, Progress as Bar, TextColumn, TimeElapsedCol
 
 from ..errors import UserError
 from ..measure.loads import load_profiles, parse_loads
+from ..measure.remote import POLL_S
 from ..measure.session import Progress, run_latency
 from ..measure.spec import LatencySpec, parse_cpu_list, parse_duration
 from ..results.stats import show_dict
@@ -50,6 +51,7 @@ class LiveProgress:
 
 @app.command()
 def latency(
+    host: Optional[str] = typer.Argument(None, help="board to measure over SSH, HOST or USER@HOST (default: this machine)"),
     duration: Optional[str] = typer.Option(None, "--duration", "-D", help="how long: 90s, 10m, 2h, 1h30m (default 60s)"),
     loops: Optional[int] = typer.Option(None, "--loops", "-l", help="stop after this many wake-ups per CPU instead"),
     interval_us: int = typer.Option(200, "--interval-us", "-i", help="wake-up period in µs"),
@@ -63,8 +65,26 @@ def latency(
     histogram_us: Optional[int] = typer.Option(None, "--histogram-us", help="cyclictest histogram range (default: 10 intervals, at least 1000)"),
     results_dir: Optional[Path] = typer.Option(None, "--results-dir", envvar="RTFORGE_RESULTS_DIR", help="run store (default: XDG data dir)"),
     as_json: bool = typer.Option(False, "--json", help="print the result summary as JSON"),
+    detach: bool = typer.Option(False, "--detach", help="HOST: start the run and return at once (prints its id)"),
+    stop: Optional[str] = typer.Option(None, "--stop", metavar="RUN", help="HOST: end that run cleanly and store it"),
+    install: bool = typer.Option(False, "--install", help="HOST: install missing load tools with apt-get (sudo)"),
+    ssh_config: Optional[Path] = typer.Option(None, "--ssh-config", help="HOST: ssh client config file (ssh -F)"),
+    poll_s: float = typer.Option(POLL_S, "--poll-s", hidden=True, help="HOST: seconds between progress polls"),
 ) -> int:
-    """Measure wake-up latency on this machine, optionally under load."""
+    """Measure wake-up latency on this machine or on a board (HOST, over SSH), optionally under load.
+
+    On a board the run is detached from the SSH session: a dropped connection
+    or Ctrl-C here leaves it going; `rtforge attach HOST RUN` follows it again."""
+    if host is None:
+        for flag, given in (("--detach", detach), ("--stop", stop is not None), ("--install", install),
+                            ("--ssh-config", ssh_config is not None)):
+            if given:
+                raise UserError(f"{flag} is for runs on a board: name the board first, "
+                                f"e.g. rtforge latency pi@raspberrypi.local {flag}")
+    elif stop is not None:
+        from .remote import remote_stop  # remote imports LiveProgress from here
+
+        return remote_stop(host, stop, ssh_config=ssh_config, results_dir=results_dir, as_json=as_json)
     if duration is not None and loops is not None:
         raise UserError("give --duration or --loops, not both")
     spec = LatencySpec(
@@ -73,6 +93,11 @@ def latency(
         cpus=parse_cpu_list(cpus) if cpus is not None else None,
         loads=parse_loads(load), label=label, engine=engine, spike_us=spike_us, histogram_us=histogram_us,
     )
+    if host is not None:
+        from .remote import remote_latency
+
+        return remote_latency(host, spec, ssh_config=ssh_config, detach=detach, install=install,
+                              results_dir=results_dir, as_json=as_json, poll_s=poll_s)
     store = Store(results_dir)
     console = make_console()
     if sys.stdout.isatty() and not as_json:
