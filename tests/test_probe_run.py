@@ -109,7 +109,8 @@ def test_whole_missed_periods_are_counted_as_overruns(probe, tmp_path):
     p.send_signal(signal.SIGCONT)
     assert p.wait(10) == 0
     for c in read_probe_json(out)["cpus"]:
-        assert 250 <= c["overruns"] <= 400, c["overruns"]
+        # >= the 300 stopped periods (minus timing slack); a loaded machine adds its own
+        assert 250 <= c["overruns"] <= 1500, c["overruns"]
         assert c["max_ns"] >= 250_000_000  # the wake-up after the stop was that late
         assert c["count"] + c["overruns"] == pytest.approx(3000, abs=3)
 
