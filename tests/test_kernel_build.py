@@ -121,3 +121,24 @@ def test_bad_build_input(argv, message, tmp_path, capsys):
 def test_manifest_json_is_what_deploy_reads(built):
     m = json.loads((built.dist / "bundle" / "manifest.json").read_text())
     assert set(m) >= {"board", "arch", "machines", "models", "kernelrelease", "image", "uname_v_marker", "files"}
+
+
+def test_a_rerun_with_other_options_really_reconfigures(tmp_path):
+    """Unlike tools that skip configuration when .config exists."""
+    from rtforge.kernel.boards import get_board
+    from rtforge.kernel.kbuild import configure
+    from rtforge.kernel.rtpatch import detect_rt
+    from rtforge.kernel.sources import prepare_source
+
+    board = get_board(BOARD)
+    src = prepare_source(SOURCE)
+    rt = detect_rt(src.path, board.arch)
+    build = tmp_path / "obj"
+    first = configure(src.path, build, board, src.flavour, rt, fragments=["latency"], user_fragments=[], options=[])
+    assert read_config(build / ".config").get("PRINTK_TIME", "n") == "n" and first.config["PREEMPT_RT"] == "y"
+    stamp = (build / ".config").stat().st_mtime_ns
+    configure(src.path, build, board, src.flavour, rt, fragments=["latency"], user_fragments=[], options=[])
+    assert (build / ".config").stat().st_mtime_ns == stamp  # the same result leaves .config alone
+    configure(src.path, build, board, src.flavour, rt, fragments=["latency"], user_fragments=[],
+              options=["CONFIG_PRINTK_TIME=y"])
+    assert read_config(build / ".config")["PRINTK_TIME"] == "y"

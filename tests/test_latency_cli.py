@@ -258,3 +258,28 @@ def test_show_errors(tmp_path, capsys):
     assert "no runs stored" in capsys.readouterr().err
     assert main(["runs", "--results-dir", rd]) == 0
     assert "no runs" in capsys.readouterr().out
+
+
+@pytest.mark.root
+def test_live_progress_on_a_terminal(tmp_path):
+    """On a terminal: elapsed/total and the max so far per CPU, redrawn."""
+    import pty
+
+    env = {**os.environ, "RTFORGE_RESULTS_DIR": str(tmp_path / "results"), "COLUMNS": "160"}
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.execvpe(sys.executable, [sys.executable, "-m", "rtforge", "latency", "--duration", "4s"], env)
+    out = b""
+    while True:
+        try:
+            chunk = os.read(fd, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        out += chunk
+    _, status = os.waitpid(pid, 0)
+    text = out.decode(errors="replace")
+    assert os.waitstatus_to_exitcode(status) == 0, text[-500:]
+    assert "measuring" in text and re.search(r"\d+/4 s", text) and re.search(r"CPU0 max \d+\.\d µs", text)
+    assert "stored as" in text
