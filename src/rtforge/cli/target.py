@@ -12,6 +12,7 @@ from ..target import LocalTransport, SshTransport
 from ..target.board import Board
 from ..target.bundle import open_bundle
 from ..target.deploy import deploy_pi
+from ..target.deploy_grub import deploy_grub, read_deb
 from ..target import pikernels
 from . import app
 from .render import make_console
@@ -64,25 +65,34 @@ def info(
 @app.command()
 def deploy(
     host: str = typer.Argument(..., help=HOST_HELP),
-    bundle: Path = typer.Argument(..., help="a bundle from `rtforge kernel build` (directory or tarball)"),
-    no_try: bool = typer.Option(False, "--no-try", help="boards without tryboot: change config.txt directly (no automatic fallback)"),
+    bundle: Path = typer.Argument(..., help="a Pi bundle from `rtforge kernel build` (its dist directory or tarball), "
+                                           "or a linux-image-<release>_*.deb for a GRUB board"),
+    no_try: bool = typer.Option(False, "--no-try", help="Pi firmware without tryboot: change config.txt directly (no automatic fallback)"),
     timeout_s: int = typer.Option(300, "--timeout", help="seconds to wait for the board to come back"),
     ssh_config: Optional[Path] = SSH_CONFIG,
 ) -> int:
-    """Install a kernel, boot it once (tryboot), verify it is the RT kernel, then make it the default."""
-    b = open_bundle(bundle)
-    board = open_board(host, ssh_config)
+    """Install a kernel, boot it once (tryboot / grub-reboot), verify it is the RT kernel, then make it the default."""
     console = make_console()
-    if no_try:
-        console.print("[yellow]warning:[/yellow] --no-try: if the new kernel does not boot, the board will not "
-                      "fall back by itself; keep a way to reach its SD card")
-    try:
-        result = deploy_pi(board, b, try_first=not no_try, timeout_s=timeout_s,
-                           on_step=lambda s: console.print(f"→ {s}", highlight=False),
-                           on_wait=lambda s: console.print(f"  waiting for {board.name} ({s:.0f} s)", highlight=False))
-    finally:
-        board.t.close()
-        b.close()
+    steps = dict(on_step=lambda s: console.print(f"→ {s}", highlight=False),
+                 on_wait=lambda s: console.print(f"  waiting for {host} ({s:.0f} s)", highlight=False))
+    if bundle.suffix == ".deb":
+        deb = read_deb(bundle)
+        board = open_board(host, ssh_config)
+        try:
+            result = deploy_grub(board, deb, timeout_s=timeout_s, **steps)
+        finally:
+            board.t.close()
+    else:
+        b = open_bundle(bundle)
+        board = open_board(host, ssh_config)
+        if no_try:
+            console.print("[yellow]warning:[/yellow] --no-try: if the new kernel does not boot, the board will not "
+                          "fall back by itself; keep a way to reach its SD card")
+        try:
+            result = deploy_pi(board, b, try_first=not no_try, timeout_s=timeout_s, **steps)
+        finally:
+            board.t.close()
+            b.close()
     console.print(("[green]done:[/green] " if result.ok else "[red]not deployed:[/red] ") + result.message,
                   highlight=False)
     return 0 if result.ok else 1
