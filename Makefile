@@ -15,7 +15,8 @@ DEBS_CROSS   := qemu-user-static gcc-aarch64-linux-gnu libc6-dev-arm64-cross \
 DEBS_REPORT  := chromium
 DEBS_KERNEL  := git patch xz-utils bc bison flex libssl-dev libelf-dev kmod cpio rsync dpkg-dev ccache \
                 linux-source-6.12 linux-source-6.1 qemu-system-arm
-DEBS_TARGET  := openssh-server openssh-client sudo busybox
+DEBS_TARGET  := openssh-server openssh-client sudo busybox \
+                qemu-system-x86 qemu-utils debootstrap fdisk e2fsprogs
 DEBS := $(DEBS_BASE) $(DEBS_MEASURE) $(DEBS_CROSS) $(DEBS_REPORT) $(DEBS_KERNEL) $(DEBS_TARGET)
 
 .PHONY: setup debs run test bench clean

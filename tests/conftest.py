@@ -67,3 +67,44 @@ def sshd(tmp_path_factory):
     yield server
     server.stop()
     shutil.rmtree(base, ignore_errors=True)
+
+
+# --- the QEMU guest: a real Debian PC booting through GRUB (tests/guest.py) ---
+GUEST_TOOLS = {"qemu-system-x86_64": "qemu-system-x86", "qemu-img": "qemu-utils", "debootstrap": "debootstrap",
+               "sfdisk": "fdisk", "mke2fs": "e2fsprogs"}
+
+
+@pytest.fixture(scope="session")
+def guest_image(pytestconfig):
+    """The cached guest disk image and its kernel packages (tests/guestimage.py).
+    Built on first use (minutes, progress shown live), then reused."""
+    if not IS_ROOT:
+        pytest.skip("the guest image is built with debootstrap and chroot, which need root")
+    import shutil
+
+    from .guestimage import ensure_image
+
+    missing = sorted({pkg for tool, pkg in GUEST_TOOLS.items() if not shutil.which(tool)})
+    if missing:  # not a skip: `make setup` installs them, so their absence is a broken setup
+        pytest.fail(f"the guest tests need Debian's {' '.join(missing)} (apt-get install {' '.join(missing)})")
+    import contextlib
+
+    capman = pytestconfig.pluginmanager.getplugin("capturemanager")  # None under -p no:capture
+    # a cold build takes minutes: show its progress even while output is captured
+    with capman.global_and_fixture_disabled() if capman else contextlib.nullcontext():
+        return ensure_image()
+
+
+@pytest.fixture
+def guest(guest_image, tmp_path):
+    """A pristine guest (own qcow2 overlay on the cached image), booted through
+    GRUB and answering SSH: `ssh -F guest.ssh_config guest` (root) or
+    `guest-sudo`; see tests/guest.py for the rest of its API."""
+    from .guest import start_guest
+
+    g = start_guest(guest_image, tmp_path / "guest")
+    yield g
+    g.stop()
+    # pytest keeps the last runs' tmp dirs: keep the console log, not the
+    # overlay (up to ~0.6 GiB after a kernel install)
+    (g.dir / "disk.qcow2").unlink(missing_ok=True)
