@@ -89,7 +89,7 @@ def test_success_commits_and_the_new_kernel_boots_by_default(pi):
     # the firmware model agrees, and a normal reboot (power cycle) runs the RT kernel
     now = resolve(DirFiles(root / "boot/firmware"), "pi4")
     assert now.kernel == prefix_for(RT) + "kernel8-rtforge.img" and now.dtb.startswith(prefix_for(RT))
-    assert result.now_boots.kernel == now.kernel
+    assert result.now_boots.kernel == now.kernel and result.warnings == []
     board.power_cycle()
     assert board.running == RT
 
@@ -142,8 +142,13 @@ def test_connection_cut_during_upload_unwinds_once_it_is_back(pi, sshd):
 
 def test_board_not_returning_leaves_config_untouched(pi):
     board, bundle, root = pi(behaviour="hangs")
+    (root / "proc/sys/kernel").mkdir(parents=True)
+    (root / "proc/sys/kernel/panic").write_text("0\n")  # no panic=N: a panicking kernel would hang
     original = config(root)
     result = deploy_pi(board, bundle, timeout_s=1)
+    assert result.warnings == ["a kernel that panics will hang here instead of resetting, so falling back needs a "
+                               "power cycle: add panic=10 to the kernel command line (cmdline.txt) or enable a "
+                               "hardware watchdog"]
     assert not result.ok and result.state == "not-back"
     assert "did not come back within 1 s: config.txt is untouched, so after a power cycle it boots its previous kernel (kernel8.img)" in result.message
     assert config(root) == original

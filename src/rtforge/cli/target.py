@@ -93,6 +93,8 @@ def deploy(
         finally:
             board.t.close()
             b.close()
+    for w in result.warnings:
+        console.print(f"[yellow]warning:[/yellow] {w}", highlight=False)
     console.print(("[green]done:[/green] " if result.ok else "[red]not deployed:[/red] ") + result.message,
                   highlight=False)
     return 0 if result.ok else 1

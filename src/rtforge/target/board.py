@@ -37,6 +37,7 @@ class BoardFacts:
     boot_id: str                # changes on every boot
     grub: bool                  # a GRUB system (x86 and others): grub-reboot is there
     is_root: bool
+    panic_s: int | None = None  # /proc/sys/kernel/panic: seconds until a panicked kernel resets (0: never)
 
     @property
     def preempt_model(self) -> str:
@@ -44,6 +45,13 @@ class BoardFacts:
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "preempt_model": self.preempt_model}
+
+    def panic_warning(self, where: str) -> str | None:
+        """A kernel that panics only falls back if it resets: say how, when it would not."""
+        if self.panic_s != 0:
+            return None
+        return ("a kernel that panics will hang here instead of resetting, so falling back needs a power cycle: "
+                f"add panic=10 to the kernel command line ({where}) or enable a hardware watchdog")
 
 
 # /proc/device-tree/model -> the bootcheck model (and config.txt filter) name.
@@ -88,6 +96,8 @@ s df_boot; [ -n "$B" ] && df -P -k "$R$B" 2>/dev/null
 s df_root; df -P -k "$R/" 2>/dev/null
 s grub; command -v grub-reboot
 s uid; id -u
+s panic; cat "$R/proc/sys/kernel/panic" 2>/dev/null
+exit 0
 """
 
 
@@ -126,6 +136,7 @@ class Board:
             root_free_kb=_df_free(v.get("df_root", "")),
             tryboot_supported=len(flag) >= 4, tryboot_now=bool(int.from_bytes(bytes(flag[:4]), "big")) if len(flag) >= 4 else None,
             boot_id=v.get("bootid", ""), grub=bool(v.get("grub")), is_root=v.get("uid") == "0",
+            panic_s=int(v["panic"]) if v.get("panic", "").lstrip("-").isdigit() else None,
         )
 
     def boot_id(self) -> str:

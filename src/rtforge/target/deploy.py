@@ -48,6 +48,7 @@ class DeployResult:
     running: str | None = None
     now_boots: BootChoice | None = None
     not_undone: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
 
 
 def prefix_for(release: str) -> str:
@@ -143,6 +144,7 @@ class PiDeploy:
         if f.root_free_kb is not None and f.root_free_kb < 2 * b.size_kb:
             raise UserError(f"/ on {name} has {f.root_free_kb} KiB free, {2 * b.size_kb} KiB are needed "
                             "(staging plus modules): free some space")
+        self.warnings = [w for w in [f.panic_warning("cmdline.txt")] if w]
         self.files = RemoteBootFiles(self.board, f.boot_dir)
         self.before = resolve(self.files, self.model)
         self.config_path = self.boot("config.txt")
@@ -253,6 +255,13 @@ class PiDeploy:
 def deploy_pi(board: Board, bundle: Bundle, **kw) -> DeployResult:
     d = PiDeploy(board, bundle, **kw)
     d.check()
+    result = _deploy_pi(d)
+    result.warnings = d.warnings
+    return result
+
+
+def _deploy_pi(d: PiDeploy) -> DeployResult:
+    board, bundle = d.board, d.bundle
     name, rel = board.name, bundle.release
     try:
         d.upload()

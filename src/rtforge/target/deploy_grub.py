@@ -124,6 +124,7 @@ class GrubDeploy:
             raise UserError(f"the running kernel {f.release} has no entry in grub.cfg: run update-grub on {name} first")
         self.old_entry = entries[f.release]
         self.old_env = self.grubenv()
+        self.warnings = [w for w in [f.panic_warning("GRUB_CMDLINE_LINUX in /etc/default/grub, then update-grub")] if w]
 
     def install(self) -> None:
         staged = self.board.path(f"{STAGING}/{self.deb.path.name}")
@@ -179,6 +180,13 @@ class GrubDeploy:
 def deploy_grub(board: Board, deb: KernelDeb, **kw) -> DeployResult:
     d = GrubDeploy(board, deb, **kw)
     d.check()
+    result = _deploy_grub(d)
+    result.warnings = d.warnings
+    return result
+
+
+def _deploy_grub(d: GrubDeploy) -> DeployResult:
+    board, deb = d.board, d.deb
     name, rel = board.name, deb.release
     try:
         d.install()
