@@ -69,6 +69,23 @@ def sshd(tmp_path_factory):
     shutil.rmtree(base, ignore_errors=True)
 
 
+@pytest.fixture
+def board(sshd):
+    """The loopback sshd as a board, empty at the start and cleaned up after.
+    This machine's /var/tmp/rtforge is the test board's: runs found there
+    were left by an interrupted earlier test session (its processes stopped
+    with it) and would be fetched as this test's."""
+    from rtforge.target import SshTransport
+
+    from .remoteboard import clean_board
+
+    clean_board(set())
+    t = SshTransport("board", ssh_config=sshd.ssh_config)
+    yield t
+    t.close()
+    clean_board(set())
+
+
 # --- the QEMU guest: a real Debian PC booting through GRUB (tests/guest.py) ---
 GUEST_TOOLS = {"qemu-system-x86_64": "qemu-system-x86", "qemu-img": "qemu-utils", "debootstrap": "debootstrap",
                "sfdisk": "fdisk", "mke2fs": "e2fsprogs"}

@@ -49,6 +49,24 @@ def run_sessions(run_dir: Path) -> set[int]:
     return sids
 
 
+def live_sessions(run_dir: Path) -> set[int]:
+    """The run's sessions whose leader is still the process it recorded
+    ("PID START_TICKS ..."): a leftover from an earlier boot or a long-gone
+    run names pids that may belong to anyone now."""
+    live = set()
+    for f in ("runner.pid", "loads.pids", "loads.stopped"):
+        p = run_dir / f
+        for line in (p.read_text().splitlines() if p.exists() else []):
+            fields = line.split()
+            try:
+                stat = Path(f"/proc/{fields[0]}/stat").read_text()
+            except (OSError, IndexError):
+                continue
+            if len(fields) > 1 and stat[stat.rindex(")") + 2:].split()[19] == fields[1]:
+                live.add(int(fields[0]))
+    return live
+
+
 def wait_gone(sids: set[int], timeout: float = 10.0) -> list[int]:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and session_members(sids):
@@ -85,7 +103,7 @@ def clean_board(before: set[str]) -> list[str]:
         if d.name in before:
             continue
         left.append(d.name)
-        sids = run_sessions(d)
+        sids = live_sessions(d)
         for sid in sids:
             try:
                 os.killpg(sid, signal.SIGKILL)

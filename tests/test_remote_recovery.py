@@ -17,21 +17,11 @@ from rtforge.measure.boardrun import busy_with
 from rtforge.measure.remote import start_remote_run
 from rtforge.measure.spec import LatencySpec
 from rtforge.results.store import Store
-from rtforge.target import SshTransport
 
-from .remoteboard import (RUNS, board_state, clean_board, cli_env, pid_of, run_sessions, start_cli, tagged,
+from .remoteboard import (RUNS, board_state, cli_env, pid_of, run_sessions, start_cli, tagged,
                           wait_for, wait_gone)
 
 pytestmark = pytest.mark.root
-
-
-@pytest.fixture
-def board(sshd):
-    before = set(os.listdir(RUNS)) if RUNS.exists() else set()
-    t = SshTransport("board", ssh_config=sshd.ssh_config)
-    yield t
-    t.close()
-    clean_board(before)
 
 
 def running_run() -> str:

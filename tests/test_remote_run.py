@@ -30,15 +30,6 @@ pytestmark = pytest.mark.root
 HOSTILE = "RT 6.12 'quoted' $(touch /tmp/rtforge-pwned) `touch /tmp/rtforge-pwned`; touch /tmp/rtforge-pwned\nx"
 
 
-@pytest.fixture
-def board(sshd):
-    before = set(os.listdir(RUNS)) if RUNS.exists() else set()
-    t = SshTransport("board", ssh_config=sshd.ssh_config)
-    yield t
-    t.close()
-    clean_board(before)
-
-
 def board_runs() -> set[str]:
     return set(os.listdir(RUNS)) if RUNS.exists() else set()
 
