@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from .model import RunResult
+from .stats import run_header
 
 # stress-ng's metrics line (0.07 .. 0.18): "stress-ng: metrc: [pid] cpu  4024  2.00  2.20  0.00  2011.88  1829.95"
 # ("info:" instead of "metrc:" before 0.15; newer versions append CPU % and RSS columns).
@@ -88,19 +89,8 @@ def bench_show_dict(result: RunResult) -> dict[str, Any]:
     bench = result.bench or {}
     stress = bench.get("stress_ng")
     return {
-        "run_id": result.run_id,
-        "kind": result.kind,
-        "engine": result.engine,
-        "label": result.label,
-        "state": result.state,
-        "partial": result.partial,
-        "host": result.host,
-        "start_time": result.start_time,
-        "duration_s": result.duration_s,
-        "kernel_release": result.system.get("kernel_release"),
-        "preempt_model": result.system.get("preempt_model"),
+        **run_header(result),
         "board_model": result.system.get("board_model"),
-        "config": result.config,
         "n": bench.get("n"),
         "repeat": bench.get("repeat"),
         "threads": summarize_bench(bench),

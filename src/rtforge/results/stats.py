@@ -118,9 +118,8 @@ def telemetry_summary(telemetry: dict[str, Any] | None) -> dict[str, Any]:
     return out
 
 
-def show_dict(result: RunResult) -> dict[str, Any]:
-    """What `rtforge show --json` prints: stable keys for scripts."""
-    cpus = [summarize_cpu(c).to_dict() for c in result.cpus]
+def run_header(result: RunResult) -> dict[str, Any]:
+    """The keys every `rtforge show --json` starts with, whatever the kind of run."""
     return {
         "run_id": result.run_id,
         "kind": result.kind,
@@ -134,6 +133,14 @@ def show_dict(result: RunResult) -> dict[str, Any]:
         "kernel_release": result.system.get("kernel_release"),
         "preempt_model": result.system.get("preempt_model"),
         "config": result.config,
+    }
+
+
+def show_dict(result: RunResult) -> dict[str, Any]:
+    """What `rtforge show --json` prints: stable keys for scripts."""
+    cpus = [summarize_cpu(c).to_dict() for c in result.cpus]
+    return {
+        **run_header(result),
         "max_ns": result.max_ns,
         "all": summarize_all(result).to_dict(),
         "cpus": cpus,

@@ -263,16 +263,12 @@ def deploy_pi(board: Board, bundle: Bundle, **kw) -> DeployResult:
 def _deploy_pi(d: PiDeploy) -> DeployResult:
     board, bundle = d.board, d.bundle
     name, rel = board.name, bundle.release
-    try:
+
+    def before_reboot():
         d.upload()
         d.install()
         d.write_boot_config()
-    except BaseException as e:
-        not_undone = d.steps.unwind()
-        if not_undone and isinstance(e, UserError):
-            raise UserError(f"{e}; could not undo: {'; '.join(not_undone)} (config.txt is untouched, so "
-                            f"{name} still boots its previous kernel)") from None
-        raise
+    d.steps.guarded(before_reboot, f"config.txt is untouched, so {name} still boots its previous kernel")
     after, problems = d.reboot_and_verify()
     old = d.before.kernel
     if after is None:

@@ -188,13 +188,7 @@ def deploy_grub(board: Board, deb: KernelDeb, **kw) -> DeployResult:
 def _deploy_grub(d: GrubDeploy) -> DeployResult:
     board, deb = d.board, d.deb
     name, rel = board.name, deb.release
-    try:
-        d.install()
-    except BaseException as e:
-        not_undone = d.steps.unwind()
-        if not_undone and isinstance(e, UserError):
-            raise UserError(f"{e}; could not undo: {'; '.join(not_undone)} (GRUB's default is the running kernel)") from None
-        raise
+    d.steps.guarded(d.install, "GRUB's default is the running kernel")
     after, problems = d.reboot_and_verify()
     if after is None:
         return DeployResult(False, "not-back", rel, f"{name} did not come back within {d.timeout_s:.0f} s: GRUB's "

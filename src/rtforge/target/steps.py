@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from typing import Any, Callable
 
+from ..errors import UserError
 from .transport import ConnectionLost
 
 CLEANUP_RETRY_S = 30.0
@@ -32,6 +33,17 @@ class Steps:
         self.done.append((name, undo))
         self.current = None
         return result
+
+    def guarded(self, actions: Callable[[], Any], safe: str) -> Any:
+        """Run actions; if they fail, undo what was done.  When something
+        could not be undone, the error says what, and what is still safe."""
+        try:
+            return actions()
+        except BaseException as e:
+            not_undone = self.unwind()
+            if not_undone and isinstance(e, UserError):
+                raise UserError(f"{e}; could not undo: {'; '.join(not_undone)} ({safe})") from None
+            raise
 
     def keep(self) -> None:
         """The change is committed: nothing is undone any more."""
