@@ -5,6 +5,7 @@ root (SCHED_FIFO, mlockall, ping -f) are marked and skipped without it."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -21,6 +22,13 @@ from rtforge.measure.probebuild import build_probe  # noqa: E402
 from rtforge.results.store import Store  # noqa: E402
 
 IS_ROOT = os.geteuid() == 0
+
+# A session started in the background by a non-interactive shell (`make test &`)
+# inherits SIGINT ignored, and so would every rtforge it starts: the Ctrl-C
+# tests would see their signal ignored.  A handler (unlike SIG_IGN) is reset
+# to the default in a child at exec.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def pytest_collection_modifyitems(config, items):
