@@ -7,7 +7,7 @@ disabled (cold), then once more with nothing changed (no-op).  The bare side
 runs exactly the make commands rtforge runs, on rtforge's .config:
 
     make O=<dir> ARCH=arm64 CROSS_COMPILE=aarch64-linux-gnu- olddefconfig
-    make O=<dir> ARCH=arm64 CROSS_COMPILE=aarch64-linux-gnu- -j<cpus> Image
+    make O=<dir> ARCH=arm64 CROSS_COMPILE=aarch64-linux-gnu- -j<cpus> Image [modules] [dtbs]
 
 rtforge's side is `rtforge kernel build --no-debs` (configure, read back,
 build, package the bundle), timed as a whole.
@@ -56,7 +56,8 @@ def main() -> None:
         # A cache of its own: the cold build must not reuse (or wipe) the
         # build directories and ccache that the tests keep warm.
         os.environ["RTFORGE_CACHE_DIR"] = env["RTFORGE_CACHE_DIR"] = str(Path(d) / "cache")
-        tree = prepare_source(a.source).path
+        source = prepare_source(a.source)
+        tree = source.path
         build_root = kernel_cache() / "build" / f"{tree.name}-{board.name}"
         dist, bare = Path(d) / "dist", Path(d) / "bare"
         print(f"{board.name} from {a.source}, -j{jobs}, ccache disabled; cold builds take minutes", flush=True)
@@ -66,10 +67,16 @@ def main() -> None:
         shutil.copy2(build_root / "obj" / ".config", bare / ".config")
         base = ["make", "-C", str(tree), f"O={bare}", f"ARCH={board.arch}", f"CROSS_COMPILE={board.cross_compile}"]
         lv = "LOCALVERSION=-rt-rtforge"
-        cold_bare = timed(base + ["olddefconfig"], env) + timed(base + [f"-j{jobs}", lv, board.image_target], env)
+        # the targets rtforge builds for this board and configuration
+        targets = [board.image_target]
+        if "CONFIG_MODULES=y" in (bare / ".config").read_text().splitlines():
+            targets.append("modules")
+        if board.dtbs.get(source.flavour):
+            targets.append("dtbs")
+        cold_bare = timed(base + ["olddefconfig"], env) + timed(base + [f"-j{jobs}", lv, *targets], env)
         print(f"  bare make cold {cold_bare:7.1f} s", flush=True)
         noop_rtforge = timed(rtforge + ["--dist", str(dist)], env)
-        noop_bare = timed(base + ["olddefconfig"], env) + timed(base + [f"-j{jobs}", lv, board.image_target], env)
+        noop_bare = timed(base + ["olddefconfig"], env) + timed(base + [f"-j{jobs}", lv, *targets], env)
         print(f"  rtforge no-op {noop_rtforge:7.1f} s   bare make no-op {noop_bare:5.1f} s", flush=True)
     print("\n                 rtforge   bare make   rtforge/bare")
     print(f"  cold build   {cold_rtforge:8.1f} s {cold_bare:9.1f} s   {cold_rtforge / cold_bare:8.3f}  (goal <= 1.03)")

@@ -9,7 +9,6 @@ from typing import List, Optional
 import typer
 
 from ..errors import UserError
-from ..report import document, plots
 from ..report.compare import compare_bench, compare_runs, one_kind
 from ..report.verdict import parse_cycle_time, verdict
 from ..results.store import Store
@@ -91,6 +90,8 @@ def plot(
         raise UserError(f"--kind {kind} plots one run; use --kind compare or cdf for several")
     if kind == "compare" and len(loaded) < 2:
         raise UserError("--kind compare needs at least two runs")
+    from ..report import plots  # matplotlib: only for the commands that draw
+
     if kind == "hist":
         fig = plots.latency_histogram(loaded[0])
     elif kind == "timeline":
@@ -122,6 +123,8 @@ def report(
         raise UserError(f"cannot write '{output}': {output.parent} is not a directory")
     loaded = _load(Store(results_dir), runs)
     _latency_only(loaded, "report")
+    from ..report import document  # matplotlib: only for the commands that draw
+
     write = document.write_html if fmt == "html" else document.write_markdown
     write(loaded, cycle_ns, output)
     console = make_console()

@@ -6,7 +6,7 @@ Nothing here re-implements Kbuild: configuration is `make <defconfig>`,
 rtforge adds is checking (read .config back), a progress count, the full
 log, and a short error when the build fails.
 
-Configuration runs in a scratch output directory and the result replaces
+Configuration writes a scratch file (KCONFIG_CONFIG) and the result replaces
 <build>/.config only when it differs, so re-configuring an unchanged build
 leaves .config's time stamp alone and the re-run costs only make's checks.
 """
@@ -67,14 +67,15 @@ def kbuild_env() -> dict[str, str]:
     return env
 
 
-def run_make(argv: list[str], log: Path, progress: Callable[[int], None] | None = None, what: str = "make") -> int:
+def run_make(argv: list[str], log: Path, progress: Callable[[int], None] | None = None, what: str = "make",
+             env: dict[str, str] | None = None) -> int:
     """Run make, appending everything to log; returns objects compiled.
     On failure: the first error lines and the log's path, as a UserError."""
     count = 0
     with open(log, "ab") as f:
         f.write(("\n$ " + " ".join(argv) + "\n").encode())
         f.flush()
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=kbuild_env())
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env={**kbuild_env(), **(env or {})})
         for line in proc.stdout:
             f.write(line)
             if _OBJECT.match(line.rstrip()):
@@ -112,7 +113,12 @@ def configure(tree: Path, build: Path, board: Board, flavour: str, rt: RtSupport
     scratch = build / ".rtforge-config"
     scratch.mkdir(exist_ok=True)
     defconfig = board.defconfig_in(tree, flavour)
-    run_make(make_argv(tree, scratch, board, [defconfig]), log, what=f"make {defconfig}")
+    # Configure into a scratch file, not the build's .config: an unchanged
+    # result then leaves .config and its time stamp alone (make has nothing
+    # to do).  KCONFIG_CONFIG names that file, and the build directory's own
+    # Kconfig tools do the work (a scratch O= would compile them twice).
+    scratch_env = {"KCONFIG_CONFIG": str(scratch / ".config")}
+    run_make(make_argv(tree, build, board, [defconfig]), log, what=f"make {defconfig}", env=scratch_env)
 
     files: list[tuple[str, Path, bool]] = []     # (name, file, required)
     if rt.symbol == "PREEMPT_RT_FULL":
@@ -145,7 +151,7 @@ def configure(tree: Path, build: Path, board: Board, flavour: str, rt: RtSupport
         f.write("$ " + " ".join(merge) + "\n" + proc.stdout + proc.stderr)
     if proc.returncode:
         raise UserError(f"merge_config.sh failed: {proc.stderr.strip().splitlines()[-1:]} (full log: {log})")
-    run_make(make_argv(tree, scratch, board, ["olddefconfig"]), log, what="make olddefconfig")
+    run_make(make_argv(tree, build, board, ["olddefconfig"]), log, what="make olddefconfig", env=scratch_env)
 
     config = read_config(scratch / ".config")
     srcarch = rt.srcarch
@@ -161,6 +167,10 @@ def configure(tree: Path, build: Path, board: Board, flavour: str, rt: RtSupport
     old = build / ".config"
     if not old.exists() or old.read_bytes() != new:
         old.write_bytes(new)  # unchanged: keep the old file and its time stamp
-    # include/config/auto.conf, which `make kernelrelease` needs before any build
-    run_make(make_argv(tree, build, board, ["syncconfig"]), log, what="make syncconfig")
+    # include/config/auto.conf, which `make kernelrelease` needs before any
+    # build.  Already newer than an unchanged .config: Kbuild itself checks
+    # the rest (CC, tool versions) when it builds.
+    auto = build / "include" / "config" / "auto.conf"
+    if not auto.exists() or auto.stat().st_mtime < old.stat().st_mtime:
+        run_make(make_argv(tree, build, board, ["syncconfig"]), log, what="make syncconfig")
     return result

@@ -1,6 +1,4 @@
-"""Plots, comparisons and reports, made from stored results only."""
+"""Plots, comparisons and reports, made from stored results only.
 
-import matplotlib
-
-matplotlib.use("Agg")  # no display, ever
-matplotlib.rcParams["svg.fonttype"] = "none"  # text stays text: small, searchable SVG
+matplotlib is set up in plots.py, the only module that draws: commands that
+never plot do not pay for importing it."""

@@ -12,8 +12,13 @@ from __future__ import annotations
 import io
 import math
 
+import matplotlib
 import numpy as np
-from matplotlib.figure import Figure
+
+matplotlib.use("Agg")  # no display, ever
+matplotlib.rcParams["svg.fonttype"] = "none"  # text stays text: small, searchable SVG
+
+from matplotlib.figure import Figure  # noqa: E402
 
 from ..results.hist import Histogram
 from ..results.model import RunResult
