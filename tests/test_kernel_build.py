@@ -141,3 +141,34 @@ def test_a_rerun_with_other_options_really_reconfigures(tmp_path):
     configure(src.path, build, board, src.flavour, rt, fragments=["latency"], user_fragments=[],
               options=["CONFIG_PRINTK_TIME=y"])
     assert read_config(build / ".config")["PRINTK_TIME"] == "y"
+
+
+@pytest.mark.parametrize("src_file, obj_file, config_lv", [
+    (None, None, ""),                 # mainline PREEMPT_RT: nothing says rt
+    ("-rt30", None, ""),              # an RT patch's localversion-rt
+    (None, "-rt7", ""),               # a localversion file in the build dir
+    (None, None, "-v8-rt"),           # CONFIG_LOCALVERSION
+    ("-custom", None, "-v8"),         # release suffixes without rt
+])
+def test_localversion_agrees_with_setlocalversion(tmp_path, src_file, obj_file, config_lv):
+    """rtforge decides whether to add -rt before the build, from the files
+    and option that the kernel's scripts/setlocalversion reads; that script
+    (run for real, on a synced auto.conf) is the judge."""
+    from rtforge.kernel.build import _localversion
+    from rtforge.kernel.sources import prepare_source
+
+    real = prepare_source(SOURCE).path
+    src, obj = tmp_path / "src", tmp_path / "obj"
+    (obj / "include" / "config").mkdir(parents=True)
+    src.mkdir()
+    if src_file:
+        (src / "localversion-rt").write_text(src_file + "\n")
+    if obj_file:
+        (obj / "localversion").write_text(obj_file + "\n")
+    config = {"LOCALVERSION": f'"{config_lv}"'}
+    (obj / "include" / "config" / "auto.conf").write_text(f'CONFIG_LOCALVERSION="{config_lv}"\n')
+    out = subprocess.run(["sh", str(real / "scripts" / "setlocalversion"), str(src)], cwd=obj, text=True,
+                         capture_output=True, env={"KERNELVERSION": "6.12.0", "PATH": "/usr/bin:/bin"}, check=True)
+    release = out.stdout.strip()
+    assert release.startswith("6.12.0")
+    assert _localversion(src, obj, config) == ("-rtforge" if "-rt" in release else "-rt-rtforge"), release

@@ -22,7 +22,7 @@ from ..errors import UserError
 from .boards import Board, get_board
 from .fetch import kernel_cache
 from .kbuild import FRAGMENTS, ConfigResult, configure, make_argv, run_make
-from .package import kernelrelease, package
+from .package import package
 from .rtpatch import prepare_rt_tree
 from .sources import prepare_source
 
@@ -71,11 +71,20 @@ class BuildResult:
     notes: list[str]
 
 
-def _localversion(tree: Path, build: Path, board: Board) -> str:
+def _localversion(tree: Path, build: Path, config: dict[str, str]) -> str:
     """-rtforge, with -rt in front when the release would not show RT otherwise
-    (an RT patch adds its own -rtN; mainline PREEMPT_RT adds nothing)."""
-    base = kernelrelease(tree, build, board, "")
-    return "-rtforge" if "-rt" in base else "-rt-rtforge"
+    (an RT patch adds its own -rtN; mainline PREEMPT_RT adds nothing).
+
+    Read from what scripts/setlocalversion reads, rather than `make
+    kernelrelease`, which needs a synced include/config/auto.conf before the
+    build (a `make syncconfig` of ~3 s that the build does anyway): the
+    localversion* files of the build and source trees, then
+    CONFIG_LOCALVERSION.  package() takes the real release from Kbuild
+    after the build."""
+    parts = [f.read_text(errors="replace") for d in (build, tree) for f in sorted(d.glob("localversion*"))
+             if f.is_file() and not f.name.endswith("~")]
+    parts.append(config.get("LOCALVERSION", "").strip('"'))
+    return "-rtforge" if any("-rt" in part for part in parts) else "-rt-rtforge"
 
 
 def build_kernel(spec: BuildSpec, progress: Progress | None = None) -> BuildResult:
@@ -94,7 +103,7 @@ def build_kernel(spec: BuildSpec, progress: Progress | None = None) -> BuildResu
     report("configuring", None, None)
     cfg = configure(tree, build, board, source.flavour, rt.support, fragments=spec.fragments,
                     user_fragments=spec.user_fragments, options=spec.options, allow_dropped=spec.allow_dropped)
-    lv = _localversion(tree, build, board)
+    lv = _localversion(tree, build, cfg.config)
     targets = [board.image_target]
     if cfg.config.get("MODULES") == "y":
         targets.append("modules")

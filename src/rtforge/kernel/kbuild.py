@@ -167,10 +167,6 @@ def configure(tree: Path, build: Path, board: Board, flavour: str, rt: RtSupport
     old = build / ".config"
     if not old.exists() or old.read_bytes() != new:
         old.write_bytes(new)  # unchanged: keep the old file and its time stamp
-    # include/config/auto.conf, which `make kernelrelease` needs before any
-    # build.  Already newer than an unchanged .config: Kbuild itself checks
-    # the rest (CC, tool versions) when it builds.
-    auto = build / "include" / "config" / "auto.conf"
-    if not auto.exists() or auto.stat().st_mtime < old.stat().st_mtime:
-        run_make(make_argv(tree, build, board, ["syncconfig"]), log, what="make syncconfig")
+    # No syncconfig here: the build's own make syncs include/config/ from
+    # the new .config (only when it changed), as a bare `make` would.
     return result
