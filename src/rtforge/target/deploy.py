@@ -252,12 +252,17 @@ class PiDeploy:
         return now
 
 
-def deploy_pi(board: Board, bundle: Bundle, **kw) -> DeployResult:
-    d = PiDeploy(board, bundle, **kw)
+def checked_then_run(d, run: Callable[..., DeployResult]) -> DeployResult:
+    """Every deploy: its checks (nothing on the board changes if they fail),
+    then its steps; the checks' warnings travel with the result."""
     d.check()
-    result = _deploy_pi(d)
+    result = run(d)
     result.warnings = d.warnings
     return result
+
+
+def deploy_pi(board: Board, bundle: Bundle, **kw) -> DeployResult:
+    return checked_then_run(PiDeploy(board, bundle, **kw), _deploy_pi)
 
 
 def _deploy_pi(d: PiDeploy) -> DeployResult:

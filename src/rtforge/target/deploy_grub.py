@@ -28,7 +28,7 @@ from typing import Callable
 from ..errors import UserError
 from .board import Board
 from .bundle import sha256_file
-from .deploy import DeployResult
+from .deploy import DeployResult, checked_then_run
 from .steps import Steps
 
 STAGING = "/var/tmp/rtforge-staging"
@@ -178,11 +178,7 @@ class GrubDeploy:
 
 
 def deploy_grub(board: Board, deb: KernelDeb, **kw) -> DeployResult:
-    d = GrubDeploy(board, deb, **kw)
-    d.check()
-    result = _deploy_grub(d)
-    result.warnings = d.warnings
-    return result
+    return checked_then_run(GrubDeploy(board, deb, **kw), _deploy_grub)
 
 
 def _deploy_grub(d: GrubDeploy) -> DeployResult:
