@@ -1,6 +1,8 @@
 # rtforge: the two commands a newcomer needs are `make run` and `make test`.
 # Both run `setup` first, which is idempotent: it installs missing Debian
 # packages (when root), creates .venv and installs rtforge with its test extras.
+# `make check` is the fast loop for daily work (no kernel builds, no QEMU
+# guests, a few minutes), with the linters.
 
 PYTHON ?= python3
 VENV   := .venv
@@ -8,23 +10,36 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.rtforge-installed
 
 # Debian packages the product and its tests use, grouped by why.
-DEBS_BASE    := python3 python3-venv gcc make libc6-dev procps util-linux coreutils
-DEBS_MEASURE := rt-tests stress-ng iputils-ping
-DEBS_CROSS   := qemu-user-static gcc-aarch64-linux-gnu libc6-dev-arm64-cross \
-                gcc-arm-linux-gnueabihf libc6-dev-armhf-cross
+# src/rtforge/data/tools.toml names the package of every tool rtforge runs;
+# tests/test_tools.py checks that each of those is listed here.
+DEBS_BASE    := python3 python3-venv gcc make libc6-dev procps util-linux coreutils git ca-certificates
+DEBS_MEASURE := rt-tests stress-ng iputils-ping rtla
+# armel (ARMv6: Pi 1, Zero) next to armhf (ARMv7) and arm64: one per Pi CPU
+DEBS_CROSS   := gcc-aarch64-linux-gnu libc6-dev-arm64-cross gcc-arm-linux-gnueabihf libc6-dev-armhf-cross \
+                gcc-arm-linux-gnueabi libc6-dev-armel-cross
 DEBS_REPORT  := chromium
-DEBS_KERNEL  := git patch xz-utils bc bison flex libssl-dev libelf-dev kmod cpio rsync dpkg-dev ccache \
-                linux-source-6.12 linux-source-6.1 qemu-system-arm
-DEBS_TARGET  := openssh-server openssh-client sudo busybox \
-                qemu-system-x86 qemu-utils debootstrap fdisk e2fsprogs
-DEBS := $(DEBS_BASE) $(DEBS_MEASURE) $(DEBS_CROSS) $(DEBS_REPORT) $(DEBS_KERNEL) $(DEBS_TARGET)
+DEBS_KERNEL  := patch xz-utils bc bison flex libssl-dev libelf-dev kmod cpio rsync dpkg-dev debhelper fakeroot ccache \
+                pahole lz4 lzop zstd \
+                linux-source-6.12 linux-source-6.1
+DEBS_TARGET  := openssh-server openssh-client sudo busybox debootstrap fdisk e2fsprogs apt
+DEBS_LINT    := shellcheck
+DEBS := $(DEBS_BASE) $(DEBS_MEASURE) $(DEBS_CROSS) $(DEBS_REPORT) $(DEBS_KERNEL) $(DEBS_TARGET) $(DEBS_LINT)
+# QEMU 9 or later emulates every Pi that QEMU has (raspi4b is new in 9.0);
+# Debian 12 ships 7.2, bookworm-backports 10.0.  qemu-user runs each Pi's CPU.
+BACKPORTS      := bookworm-backports
+DEBS_BACKPORTS := qemu-system-arm>=1:9 qemu-system-x86>=1:9 qemu-utils>=1:9 qemu-user-static>=1:9
 
-.PHONY: setup debs run test bench clean
+# C programs that run on a board: built by rtforge, linted here
+C_PROGRAMS := probe nqueens bootinit
+SHELL_SCRIPTS := scripts/ensure-debs .ci/run .ci/cleanroot src/rtforge/data/runner.sh
+
+.PHONY: setup debs run test check lint bench matrix clean print-debs
 
 setup: debs $(STAMP)
 
 debs:
 	@scripts/ensure-debs $(DEBS)
+	@scripts/ensure-debs --from $(BACKPORTS) $(foreach d,$(DEBS_BACKPORTS),'$(d)')
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -38,12 +53,32 @@ run: setup
 	$(BIN)/rtforge latency --duration 60s --load cpu,io,net --label "make run"
 	$(BIN)/rtforge report last --cycle-time 1ms --output report.html
 
-test: setup
+# Everything: the linters, then every test (kernel builds and QEMU guests included).
+test: setup lint
 	$(BIN)/pytest
+
+# The fast loop: linters and the tests that neither build a kernel nor boot a guest.
+check: setup lint
+	$(BIN)/pytest -m "not kernel and not guest"
+
+lint: setup
+	$(BIN)/ruff check src tests bench
+	shellcheck $(SHELL_SCRIPTS)
+	@for p in $(C_PROGRAMS); do \
+	    echo "cc -Wall -Wextra -Werror src/rtforge/$$p"; \
+	    gcc -std=c99 -O2 -Wall -Wextra -Werror -pthread -fsyntax-only src/rtforge/$$p/*.c || exit 1; \
+	done
 
 bench: setup
 	$(BIN)/python bench/probe_vs_cyclictest.py
 	$(BIN)/python bench/report_speed.py
+
+# Every Pi board's kernel built and booted on each of its emulated Pis (hours).
+matrix: setup
+	$(BIN)/python bench/pi_matrix.py
+
+print-debs:
+	@echo $(DEBS) $(foreach d,$(DEBS_BACKPORTS),$(firstword $(subst >=, ,$(d))))
 
 clean:
 	rm -rf $(VENV) .cache .pytest_cache .hypothesis src/*.egg-info
