@@ -1,7 +1,7 @@
 """`rtforge bootcheck`: which kernel, dtb, initramfs and cmdline a Pi boots.
 
 The Raspberry Pi firmware is closed, so here — and only here — it is
-*simulated*: by rtforge's own firmware model (rtforge.target.bootcfg), run
+*simulated*: by rtforge's own firmware model (rtforge.device.bootcfg), run
 against real boot-partition trees written to temporary directories.  The
 expected values below are written out from the Raspberry Pi documentation
 (config.txt: conditional filters, boot options; EEPROM boot flow: tryboot),
@@ -11,26 +11,14 @@ not derived from the model's tables, so a wrong table fails a test.
 from __future__ import annotations
 
 import gzip
-import struct
 
 import pytest
 
 from rtforge.errors import UserError
-from rtforge.target.bootcfg import MODELS, DirFiles, OverlayFiles, check, resolve, resolve_text
+from rtforge.device.pimodels import pi_models
+from rtforge.device.bootcfg import DirFiles, OverlayFiles, check, resolve, resolve_text
 
-
-def arm64_image() -> bytes:
-    """The 64-byte arm64 Image header (magic "ARM\\x64" at 0x38) and a body."""
-    h = bytearray(64)
-    h[0x38:0x3C] = b"ARM\x64"
-    return bytes(h) + b"\x00" * 192
-
-
-def zimage() -> bytes:
-    """A 32-bit ARM zImage start: magic 0x016F2818 at offset 0x24."""
-    h = bytearray(64)
-    struct.pack_into("<I", h, 0x24, 0x016F2818)
-    return bytes(h) + b"\x00" * 192
+from .support.bootfiles import CMDLINE, DTBS, PIOS_CONFIG, arm64_image, warned, write, zimage
 
 
 # Documented defaults (Boot options: kernel, arm_64bit) and the device trees
@@ -61,64 +49,11 @@ PASSES = {
 }
 ALL_FILTERS = sorted({"pi1", "pi2", "pi3", "pi3+", "pi4", "pi5", "pi400", "pi500", "pi0", "pi0w", "pi02",
                       "cm0", "cm1", "cm3", "cm3+", "cm4", "cm4s", "cm5"})
-CMDLINE = "console=serial0,115200 console=tty1 root=PARTUUID=4a3e915f-02 rootfstype=ext4 rootwait"
-PIOS_CONFIG = """# For more options and information see
-# http://rptl.io/configtxt
-dtparam=audio=on
-camera_auto_detect=1
-display_auto_detect=1
-# Automatically load initramfs files, if found
-auto_initramfs=1
-dtoverlay=vc4-kms-v3d
-max_framebuffers=2
-disable_fw_kms_setup=1
-arm_boost=1
-
-[cm4]
-otg_mode=1
-
-[cm5]
-dtoverlay=dwc2,dr_mode=host
-
-[all]
-"""
-
-
-def write(root, files: dict) -> None:
-    for name, content in files.items():
-        p = root / name
-        p.parent.mkdir(parents=True, exist_ok=True)
-        if isinstance(content, bytes):
-            p.write_bytes(content)
-        else:
-            p.write_text(content)
-
-
-@pytest.fixture
-def pios(tmp_path):
-    """A Raspberry Pi OS (bookworm) boot partition: every standard kernel
-    with its real header kind, every initramfs, every dtb, cmdline.txt."""
-    files = {"config.txt": PIOS_CONFIG, "cmdline.txt": CMDLINE + "\n", "overlays/README": "overlays\n"}
-    for k in ("kernel.img", "kernel7.img", "kernel7l.img"):
-        files[k] = zimage()
-    for k in ("kernel8.img", "kernel_2712.img"):
-        files[k] = arm64_image()
-    for i in ("initramfs", "initramfs7", "initramfs7l", "initramfs8", "initramfs_2712"):
-        files[i] = b"\x1f\x8b initramfs"
-    for _, dtb in DEFAULTS.values():
-        files[dtb] = b"\xd0\x0d\xfe\xed dtb"
-    write(tmp_path, files)
-    return tmp_path
-
-
-def warned(choice, *words) -> bool:
-    return any(all(w in msg for w in words) for msg in choice.warnings)
-
-
 # --- models: defaults and filters ------------------------------------------
 
 def test_every_documented_model_is_offered_and_nothing_else():
-    assert set(MODELS) == set(DEFAULTS)
+    assert set(pi_models()) == set(DEFAULTS)
+    assert sorted(DTBS) == sorted(dtb for _, dtb in DEFAULTS.values())  # the test partitions hold them all
 
 
 @pytest.mark.parametrize("model", sorted(DEFAULTS))
@@ -159,11 +94,18 @@ def test_pi5_falls_back_to_kernel8_when_kernel_2712_is_absent(pios):
 
 
 def test_filters_are_cumulative_until_another_model_filter_or_all(pios):
-    write(pios, {"a.img": b"", "b.img": b"", "c.img": b"",
-                 "config.txt": "[pi4]\nkernel=a.img\ndtparam=x\n\n# still [pi4]\nkernel=b.img\n[pi400]\nkernel=c.img\n"})
-    assert resolve(pios, "pi4").kernel == "b.img"      # [pi400] replaced [pi4]: a Pi 4B stops reading
-    assert resolve(pios, "pi400").kernel == "c.img"    # a Pi 400 passes both; the last line wins
-    assert resolve(pios, "cm4").kernel == "b.img"      # a CM4 passes [pi4], not [pi400]
+    write(
+        pios,
+        {
+            "a.img": b"",
+            "b.img": b"",
+            "c.img": b"",
+            "config.txt": "[pi4]\nkernel=a.img\ndtparam=x\n\n# still [pi4]\nkernel=b.img\n[pi400]\nkernel=c.img\n",
+        },
+    )
+    assert resolve(pios, "pi4").kernel == "b.img"  # [pi400] replaced [pi4]: a Pi 4B stops reading
+    assert resolve(pios, "pi400").kernel == "c.img"  # a Pi 400 passes both; the last line wins
+    assert resolve(pios, "cm4").kernel == "b.img"  # a CM4 passes [pi4], not [pi400]
     assert resolve(pios, "pi5").kernel == "kernel_2712.img"
 
 
@@ -175,10 +117,12 @@ def test_reason_names_file_line_and_section(pios):
 
 
 def test_filters_of_different_types_combine(pios):
-    write(pios, {"t.img": b"", "config.txt": "[pi4]\n[tryboot]\nkernel=t.img\n[all]\n",
-                 "tryboot.txt": "include config.txt\n"})
-    assert resolve(pios, "pi4").kernel == "kernel8.img"             # not a tryboot
-    assert resolve(pios, "pi4", tryboot=True).kernel == "t.img"      # [pi4] and [tryboot]
+    write(
+        pios,
+        {"t.img": b"", "config.txt": "[pi4]\n[tryboot]\nkernel=t.img\n[all]\n", "tryboot.txt": "include config.txt\n"},
+    )
+    assert resolve(pios, "pi4").kernel == "kernel8.img"  # not a tryboot
+    assert resolve(pios, "pi4", tryboot=True).kernel == "t.img"  # [pi4] and [tryboot]
     assert resolve(pios, "pi5", tryboot=True).kernel == "kernel_2712.img"
 
 
@@ -203,7 +147,7 @@ def test_none_followed_by_a_model_filter_is_flagged_as_undocumented(pios):
 def test_board_type_filter(pios):
     write(pios, {"x.img": b"", "config.txt": "[board-type=0x11]\nkernel=x.img\n"})
     assert resolve(pios, "pi4").kernel == "x.img"
-    assert resolve(pios, "pi400").kernel == "kernel8.img"   # a Pi 400 is type 0x13
+    assert resolve(pios, "pi400").kernel == "kernel8.img"  # a Pi 400 is type 0x13
 
 
 def test_filter_bootcheck_cannot_evaluate_is_flagged(pios):
@@ -224,9 +168,18 @@ def test_undocumented_filter_name(pios, section):
 
 # --- tryboot ----------------------------------------------------------------
 
+
 def test_tryboot_reads_tryboot_txt_instead_of_config_txt(pios):
-    write(pios, {"rt/kernel8.img": arm64_image(), "rt/bcm2711-rpi-4-b.dtb": b"dtb", "rt/cmdline.txt": CMDLINE + " rt",
-                 "rt/overlays/README": "x", "tryboot.txt": PIOS_CONFIG + "os_prefix=rt/\n"})
+    write(
+        pios,
+        {
+            "rt/kernel8.img": arm64_image(),
+            "rt/bcm2711-rpi-4-b.dtb": b"dtb",
+            "rt/cmdline.txt": CMDLINE + " rt",
+            "rt/overlays/README": "x",
+            "tryboot.txt": PIOS_CONFIG + "os_prefix=rt/\n",
+        },
+    )
     normal, tried = resolve(pios, "pi4"), resolve(pios, "pi4", tryboot=True)
     assert (normal.config, normal.kernel, normal.cmdline) == ("config.txt", "kernel8.img", CMDLINE)
     assert (tried.config, tried.kernel, tried.dtb) == ("tryboot.txt", "rt/kernel8.img", "rt/bcm2711-rpi-4-b.dtb")
@@ -240,8 +193,14 @@ def test_missing_tryboot_txt_is_flagged(pios):
 
 
 def test_tryboot_section_in_config_txt_is_never_read_in_tryboot_mode(pios):
-    write(pios, {"kernel8-rt.img": arm64_image(), "tryboot.txt": "auto_initramfs=1\n",
-                 "config.txt": PIOS_CONFIG + "[tryboot]\nkernel=kernel8-rt.img\n[all]\n"})
+    write(
+        pios,
+        {
+            "kernel8-rt.img": arm64_image(),
+            "tryboot.txt": "auto_initramfs=1\n",
+            "config.txt": PIOS_CONFIG + "[tryboot]\nkernel=kernel8-rt.img\n[all]\n",
+        },
+    )
     assert resolve(pios, "pi4").kernel == "kernel8.img"
     c = resolve(pios, "pi4", tryboot=True)
     assert c.kernel == "kernel8.img"
@@ -255,20 +214,31 @@ def test_tryboot_section_in_tryboot_txt_applies(pios):
 
 
 def test_resolve_text_checks_a_tryboot_txt_before_it_is_written(pios):
-    write(pios, {"rt/kernel8.img": arm64_image(), "rt/bcm2711-rpi-4-b.dtb": b"dtb",
-                 "rt/cmdline.txt": CMDLINE, "rt/overlays/README": "x"})
+    write(
+        pios,
+        {
+            "rt/kernel8.img": arm64_image(),
+            "rt/bcm2711-rpi-4-b.dtb": b"dtb",
+            "rt/cmdline.txt": CMDLINE,
+            "rt/overlays/README": "x",
+        },
+    )
     before = sorted(p.name for p in pios.iterdir())
     c = resolve_text(PIOS_CONFIG + "[pi4]\nos_prefix=rt/\n[all]\n", pios, "pi4", tryboot=True)
     assert c.kernel == "rt/kernel8.img" and c.warnings == []
-    assert sorted(p.name for p in pios.iterdir()) == before   # nothing written
+    assert sorted(p.name for p in pios.iterdir()) == before  # nothing written
     bad = resolve_text(PIOS_CONFIG + "[pi5]\nos_prefix=rt/\n[all]\n", pios, "pi4", tryboot=True)
     assert bad.kernel == "kernel8.img" and warned(bad, "os_prefix=rt/ is under [pi5]")
 
 
 def test_any_boot_files_object_works_without_a_directory():
     class Card:  # what deploy passes for a partition it reads over SSH
-        files = {"config.txt": b"[pi4]\nkernel=k.img\n", "k.img": arm64_image(), "bcm2711-rpi-4-b.dtb": b"d",
-                 "cmdline.txt": b"root=/dev/sda2\n"}
+        files = {
+            "config.txt": b"[pi4]\nkernel=k.img\n",
+            "k.img": arm64_image(),
+            "bcm2711-rpi-4-b.dtb": b"d",
+            "cmdline.txt": b"root=/dev/sda2\n",
+        }
 
         def read(self, name, limit=None):
             data = self.files.get(name)
@@ -285,6 +255,7 @@ def test_any_boot_files_object_works_without_a_directory():
 
 
 # --- traps --------------------------------------------------------------------
+
 
 def test_kernel_naming_a_missing_file(pios):
     write(pios, {"config.txt": "kernel=kernel8-rt.img\n"})
@@ -308,13 +279,25 @@ def test_missing_default_kernel_and_dtb(tmp_path):
 
 @pytest.mark.parametrize("model", ["pi4", "pi3", "pi5", "cm5"])
 def test_rt_kernel_under_a_section_the_model_does_not_read(pios, model):
-    write(pios, {"kernel8-rt.img": arm64_image(),
-                 "config.txt": PIOS_CONFIG + "arm_64bit=1\n[pi5]\nkernel=kernel8-rt.img\n[all]\n"})
+    write(
+        pios,
+        {
+            "kernel8-rt.img": arm64_image(),
+            "config.txt": PIOS_CONFIG + "arm_64bit=1\n[pi5]\nkernel=kernel8-rt.img\n[all]\n",
+        },
+    )
     c = resolve(pios, model)
     misses = model not in ("pi5", "cm5")
     assert (c.kernel == "kernel8-rt.img") != misses
-    assert warned(c, "config.txt:22: kernel=kernel8-rt.img is under [pi5]", f"which a {model} does not read",
-                  f"move the line under [{model}] or [all]") == misses
+    assert (
+        warned(
+            c,
+            "config.txt:22: kernel=kernel8-rt.img is under [pi5]",
+            f"which a {model} does not read",
+            f"move the line under [{model}] or [all]",
+        )
+        == misses
+    )
 
 
 def test_installed_kernel_under_another_models_section(pios):
@@ -324,12 +307,15 @@ def test_installed_kernel_under_another_models_section(pios):
     assert resolve(pios, "cm4").warnings == []
 
 
-@pytest.mark.parametrize("model,config,kernel,fix", [
-    ("pi4", "kernel=kernel7l-rt.img\n", "kernel7l-rt.img", "set arm_64bit=0"),      # default 64-bit mode
-    ("pi3", "arm_64bit=1\nkernel=zImage\n", "zImage", "set arm_64bit=0"),
-    ("pi4", "arm_64bit=1\nkernel=kernel7l.img\n", "kernel7l.img", "set arm_64bit=0"),
-    ("pi5", "kernel=kernel7l.img\n", "kernel7l.img", "choose kernel_2712.img"),
-])
+@pytest.mark.parametrize(
+    "model,config,kernel,fix",
+    [
+        ("pi4", "kernel=kernel7l-rt.img\n", "kernel7l-rt.img", "set arm_64bit=0"),  # default 64-bit mode
+        ("pi3", "arm_64bit=1\nkernel=zImage\n", "zImage", "set arm_64bit=0"),
+        ("pi4", "arm_64bit=1\nkernel=kernel7l.img\n", "kernel7l.img", "set arm_64bit=0"),
+        ("pi5", "kernel=kernel7l.img\n", "kernel7l.img", "choose kernel_2712.img"),
+    ],
+)
 def test_32bit_kernel_started_in_64bit_mode(pios, model, config, kernel, fix):
     write(pios, {"kernel7l-rt.img": zimage(), "zImage": zimage(), "config.txt": config})
     c = resolve(pios, model)
@@ -375,9 +361,15 @@ def test_arm_64bit_where_it_cannot_apply(pios):
 
 # --- os_prefix ----------------------------------------------------------------
 
+
 def rt_prefix(root, **skip) -> None:
-    files = {"rt/kernel8.img": arm64_image(), "rt/bcm2711-rpi-4-b.dtb": b"dtb", "rt/cmdline.txt": CMDLINE + " rt",
-             "rt/initramfs8": b"i", "rt/overlays/README": "x"}
+    files = {
+        "rt/kernel8.img": arm64_image(),
+        "rt/bcm2711-rpi-4-b.dtb": b"dtb",
+        "rt/cmdline.txt": CMDLINE + " rt",
+        "rt/initramfs8": b"i",
+        "rt/overlays/README": "x",
+    }
     write(root, {k: v for k, v in files.items() if k.split("/")[-1] not in skip.get("without", ())})
 
 
@@ -385,8 +377,12 @@ def test_os_prefix_applies_to_kernel_dtb_initramfs_cmdline(pios):
     rt_prefix(pios)
     write(pios, {"config.txt": PIOS_CONFIG + "os_prefix=rt/\n"})
     c = resolve(pios, "pi4")
-    assert (c.kernel, c.dtb, c.initramfs, c.cmdline_file) == ("rt/kernel8.img", "rt/bcm2711-rpi-4-b.dtb",
-                                                               "rt/initramfs8", "rt/cmdline.txt")
+    assert (c.kernel, c.dtb, c.initramfs, c.cmdline_file) == (
+        "rt/kernel8.img",
+        "rt/bcm2711-rpi-4-b.dtb",
+        "rt/initramfs8",
+        "rt/cmdline.txt",
+    )
     assert c.cmdline == CMDLINE + " rt" and c.warnings == [] and c.os_prefix == "rt/"
     assert c.reasons["kernel"].endswith(", under os_prefix=rt/ (config.txt:20, in [all])")
 
@@ -431,6 +427,7 @@ def test_device_tree_override(pios):
 
 # --- initramfs and cmdline ------------------------------------------------------
 
+
 def test_explicit_initramfs(pios):
     write(pios, {"config.txt": "auto_initramfs=1\ninitramfs initrd.img-rt followkernel\n"})
     c = resolve(pios, "pi4")
@@ -438,7 +435,7 @@ def test_explicit_initramfs(pios):
     write(pios, {"initrd.img-rt": b"i", "config.txt": "initramfs initrd.img-rt\n"})
     c = resolve(pios, "pi4")
     assert c.initramfs == "initrd.img-rt" and warned(c, "has no load address", "followkernel")
-    write(pios, {"config.txt": "ramfsfile=initrd.img-rt,initramfs8\n"})   # the older two-line form
+    write(pios, {"config.txt": "ramfsfile=initrd.img-rt,initramfs8\n"})  # the older two-line form
     c = resolve(pios, "pi4")
     assert (c.initramfs, c.warnings) == ("initrd.img-rt,initramfs8", [])
 
@@ -472,6 +469,7 @@ def test_cmdline_on_several_lines_or_empty(pios):
 
 
 # --- check() and the CLI ----------------------------------------------------------
+
 
 def test_check_returns_normal_and_tryboot(pios):
     out = check(pios, "pi4")

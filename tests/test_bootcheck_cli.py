@@ -1,6 +1,6 @@
 """`rtforge bootcheck` on the command line: exit codes, the --json shape, the
 human output and one-sentence errors.  The firmware is simulated by rtforge's
-firmware model (rtforge.target.bootcfg); the boot partitions are real trees."""
+firmware model (rtforge.device.bootcfg); the boot partitions are real trees."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 
 from rtforge.cli import main
 
-from .test_bootcheck import CMDLINE, PIOS_CONFIG, arm64_image, pios, write  # noqa: F401 (pios is a fixture)
+from .support.bootfiles import CMDLINE, PIOS_CONFIG, arm64_image, write
 
 
 def test_cli_json_shape(pios, capsys):

@@ -2,7 +2,7 @@
 (What is config.txt: one property=value per line, '#' comments at the start
 of a line, a 98-character limit, case-sensitive names, no spaces around '='),
 include, and properties of the parser checked with hypothesis.  The firmware
-itself is simulated by that model (rtforge.target.bootcfg); the boot
+itself is simulated by that model (rtforge.device.bootcfg); the boot
 partitions are real trees in temporary directories."""
 
 from __future__ import annotations
@@ -10,9 +10,10 @@ from __future__ import annotations
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from rtforge.target.bootcfg import MODELS, resolve, resolve_text
+from rtforge.device.pimodels import pi_models
+from rtforge.device.bootcfg import resolve, resolve_text
 
-from .test_bootcheck import CMDLINE, PIOS_CONFIG, arm64_image, warned, write
+from .support.bootfiles import CMDLINE, PIOS_CONFIG, arm64_image, warned, write
 
 
 @pytest.fixture
@@ -47,14 +48,16 @@ def test_a_trailing_comment_is_part_of_the_value(boot):
 
 
 def test_unknown_keys_and_junk_lines_are_ignored(boot):
-    c = kernel_of(boot, "frobnicate=7\ndtparam=audio=on\nhdmi_group:0=2\nthis is not a setting\n\n[pi4]\nkernel=rt.img\n")
+    c = kernel_of(
+        boot, "frobnicate=7\ndtparam=audio=on\nhdmi_group:0=2\nthis is not a setting\n\n[pi4]\nkernel=rt.img\n"
+    )
     assert c.kernel == "rt.img" and c.warnings == []
 
 
 def test_spaces_around_equals_are_not_ignored(boot):
     c = kernel_of(boot, "kernel = rt.img\n")
     assert c.kernel == "kernel8.img" and warned(c, "spaces around '='", "write kernel=rt.img")
-    c = kernel_of(boot, "kernel=rt.img   \t\n")   # trailing blanks are not part of the name
+    c = kernel_of(boot, "kernel=rt.img   \t\n")  # trailing blanks are not part of the name
     assert c.kernel == "rt.img" and c.warnings == []
 
 
@@ -80,14 +83,14 @@ def test_initramfs_with_equals_is_not_the_initramfs_command(boot):
 
 
 def test_line_length_limit(boot):
-    name = "k" * 91 + ".img"                  # "kernel=" + 95 characters = 102: cut at 98
+    name = "k" * 91 + ".img"  # "kernel=" + 95 characters = 102: cut at 98
     write(boot, {name[:91]: arm64_image()})
     c = kernel_of(boot, f"kernel={name}\n")
     assert c.kernel == name[:91] and warned(c, "longer than 98 characters", "shorten the line")
 
 
 def test_the_cr_of_a_crlf_line_does_not_count_towards_the_limit(boot):
-    name = "k" * 87 + ".img"                  # "kernel=" + 91 characters = exactly 98
+    name = "k" * 87 + ".img"  # "kernel=" + 91 characters = exactly 98
     write(boot, {name: arm64_image()})
     c = kernel_of(boot, f"kernel={name}\r\n")
     assert c.kernel == name and c.warnings == []
@@ -105,9 +108,12 @@ def test_text_after_a_filter_and_broken_filters(boot):
 
 # --- include ------------------------------------------------------------------
 
+
 def test_nested_includes_carry_the_filter_state(boot):
-    write(boot, {"a.txt": "include b.txt\nkernel=kernel8.img\n", "b.txt": "[pi4]\ninclude c.txt\n",
-                 "c.txt": "kernel=rt.img\n"})
+    write(
+        boot,
+        {"a.txt": "include b.txt\nkernel=kernel8.img\n", "b.txt": "[pi4]\ninclude c.txt\n", "c.txt": "kernel=rt.img\n"},
+    )
     # c.txt's line is in [pi4]; after the include, a.txt:2 is still in [pi4].
     c = kernel_of(boot, "include a.txt\nkernel=rt.img\n")
     assert c.kernel == "rt.img" and c.reasons["kernel"] == "kernel=rt.img (config.txt:2, in [pi4])"
@@ -145,11 +151,35 @@ def test_tryboot_txt_may_include_config_txt(boot):
 
 # --- hypothesis: the parser on arbitrary input ------------------------------------
 
-KEYS = ["kernel", "os_prefix", "arm_64bit", "auto_initramfs", "cmdline", "device_tree", "Kernel", "kernel ",
-        "dtparam", "include", ""]
+KEYS = [
+    "kernel",
+    "os_prefix",
+    "arm_64bit",
+    "auto_initramfs",
+    "cmdline",
+    "device_tree",
+    "Kernel",
+    "kernel ",
+    "dtparam",
+    "include",
+    "",
+]
 VALUES = ["rt.img", "kernel8.img", "rt/", "1", "0", "cmdline.txt", "a.txt", "", "x # y", " rt.img", "../x"]
-FILTERS = ["[all]", "[none]", "[pi4]", "[pi5]", "[pi400]", "[cm5]", "[tryboot]", "[gpio4=1]", "[board-type=0x11]",
-           "[pi4][tryboot]", "[", "[]", "[pi4] #x"]
+FILTERS = [
+    "[all]",
+    "[none]",
+    "[pi4]",
+    "[pi5]",
+    "[pi400]",
+    "[cm5]",
+    "[tryboot]",
+    "[gpio4=1]",
+    "[board-type=0x11]",
+    "[pi4][tryboot]",
+    "[",
+    "[]",
+    "[pi4] #x",
+]
 line = st.one_of(
     st.text(alphabet=st.characters(blacklist_characters="\r\n"), max_size=120),
     st.sampled_from(FILTERS),
@@ -157,7 +187,7 @@ line = st.one_of(
     st.builds(lambda d, v: f"{d} {v}", st.sampled_from(["include", "initramfs"]), st.sampled_from(VALUES)),
     st.just("#" + "x" * 150),
 )
-models = st.sampled_from(sorted(MODELS))
+models = st.sampled_from(sorted(pi_models()))
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 

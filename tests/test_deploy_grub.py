@@ -11,11 +11,11 @@ from __future__ import annotations
 import pytest
 
 from rtforge.cli import main
-from rtforge.target import SshTransport
-from rtforge.target.board import Board
-from rtforge.target.deploy_grub import deploy_grub, menu_entries, read_deb
+from rtforge.device import SshTransport
+from rtforge.device.target import Target
+from rtforge.device.deploy_grub import deploy_grub, menu_entries, read_deb
 
-pytestmark = [pytest.mark.slow, pytest.mark.root]
+pytestmark = [pytest.mark.slow, pytest.mark.root, pytest.mark.guest]
 
 
 def rt_image_deb(image):
@@ -34,7 +34,7 @@ def test_rt_deb_is_tried_once_verified_and_committed(guest, guest_image, capsys)
     deb = rt_image_deb(guest_image)
     assert main(["deploy", "guest", str(deb), "--ssh-config", str(guest.ssh_config), "--timeout", "900"]) == 0
     out = capsys.readouterr().out
-    assert f"done: guest runs {guest_image.rt_release} (PREEMPT_RT) and GRUB now boots it by default" in out
+    assert f"done: guest runs {guest_image.rt_release} (PREEMPT_RT) and now boots it by default: GRUB entry" in out
     assert guest.ssh("uname -v").stdout.split().count("PREEMPT_RT") == 1
     env = guest.grubenv()
     entry = menu_entries(guest.ssh("cat /boot/grub/grub.cfg").stdout)[guest_image.rt_release]
@@ -46,7 +46,7 @@ def test_rt_deb_is_tried_once_verified_and_committed(guest, guest_image, capsys)
 
 
 def test_unbootable_kernel_falls_back_and_is_removed(guest, guest_image):
-    board = Board(SshTransport("guest", ssh_config=guest.ssh_config))
+    board = Target(SshTransport("guest", ssh_config=guest.ssh_config))
     deb = read_deb(guest_image.unbootable_deb)
     result = deploy_grub(board, deb, timeout_s=900)
     assert not result.ok and result.state == "fell-back" and result.running == guest_image.stock_release

@@ -1,7 +1,8 @@
 """Deploying to a Raspberry Pi: try once, verify, commit -- or fall back.
 
 The board is a tree in a temp dir reached through the real loopback sshd;
-only its firmware and reboots are simulated (tests/simpi.py).  Every failure
+only its firmware and reboots are simulated (tests/support/simpi.py, which
+decides what boots with its own resolver, not rtforge's bootcfg).  Every failure
 must leave config.txt byte-identical and the old kernel booting.
 """
 
@@ -9,9 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
 import signal
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -19,12 +18,15 @@ from pathlib import Path
 import pytest
 
 from rtforge.errors import UserError
-from rtforge.target import ConnectionLost, SshTransport
-from rtforge.target.bootcfg import DirFiles, resolve
-from rtforge.target.bundle import open_bundle
-from rtforge.target.deploy import BLOCK_BEGIN, deploy_pi, prefix_for
+from rtforge.device import ConnectionLost, SshTransport
+from rtforge.device.transport import UploadDamaged
+from rtforge.device.bootcfg import DirFiles, resolve
+from rtforge.device.bundle import open_bundle
+from rtforge.device.deploy import deploy_pi, prefix_for
+from rtforge.device.pitry import BLOCK_BEGIN
 
-from .simpi import OLD, SimKernel, SimulatedPi, make_bundle, make_pi4_tree
+from .support.flakylink import FlakyLink
+from .support.simpi import OLD, SimKernel, SimulatedPi, make_bundle, make_pi4_tree
 
 pytestmark = pytest.mark.root
 RT = "6.12.0-rt5-rtforge"
@@ -42,22 +44,17 @@ def snapshot(root: Path) -> dict[str, str]:
 
 
 @pytest.fixture
-def pi(sshd, tmp_path):
-    # The board's tree must be readable by a non-root login (as /boot is on a
-    # real Pi), so not under pytest's private tmp dir.
-    base = Path(tempfile.mkdtemp(prefix="rtforge-pi-"))
-    base.chmod(0o755)
-
-    def make(behaviour="boots", realtime=False, version=RT_VERSION, user="board"):
-        root = base / "pi"
+def pi(sshd, tmp_path, pi_root):
+    def make(behaviour="boots", realtime=False, version=RT_VERSION, user="board", damage: bytes | None = None):
+        root = pi_root
         kernels = make_pi4_tree(root)
         bundle_dir, sha = make_bundle(tmp_path / "bundle", RT)
         kernels[sha] = SimKernel(RT, version, behaviour, realtime)
-        t = SshTransport(user, ssh_config=sshd.ssh_config)
+        t = FlakyLink(user, ssh_config=sshd.ssh_config, needle=damage) if damage else \
+            SshTransport(user, ssh_config=sshd.ssh_config)
         board = SimulatedPi(t, root, kernels)
         return board, open_bundle(bundle_dir), root
-    yield make
-    shutil.rmtree(base, ignore_errors=True)
+    return make
 
 
 def config(root: Path) -> bytes:
@@ -70,7 +67,7 @@ def test_success_commits_and_the_new_kernel_boots_by_default(pi):
     steps = []
     result = deploy_pi(board, bundle, on_step=steps.append)
     assert result.ok and result.state == "committed", result.message
-    assert steps == ["upload", "verify upload", "install modules", "install kernel", "write tryboot.txt",
+    assert steps == ["upload", "install modules", "install kernel", "write tryboot.txt",
                      "reboot into the try"]
     assert board.running == RT and board.boot_state[1] is True  # verified on the try boot
     new = config(root).decode()
@@ -98,7 +95,9 @@ def test_damaged_bundle_is_refused_before_anything_changes(pi):
     board, bundle, root = pi()
     before = snapshot(root)
     (bundle.root / "boot/kernel8-rtforge.img").write_bytes(b"tampered")
-    with pytest.raises(UserError, match=r"the bundle .* is damaged: boot/kernel8-rtforge.img does not match its sha256"):
+    with pytest.raises(
+        UserError, match=r"the bundle .* is damaged: boot/kernel8-rtforge.img does not match its sha256"
+    ):
         deploy_pi(board, bundle)
     assert snapshot(root) == before
 
@@ -113,14 +112,15 @@ def test_wrong_board_is_refused_before_anything_changes(pi):
 
 
 def test_checksum_mismatch_on_the_board_unwinds(pi):
-    board, bundle, root = pi()
+    board, bundle, root = pi(damage=b"rt dtb")  # the dtb's bytes are damaged on the way
     before = snapshot(root)
-
-    def corrupt(step):
-        if step == "verify upload":  # the bytes arrived damaged
-            (root / f"var/tmp/rtforge-staging/{RT}/boot/bcm2711-rpi-4-b.dtb").write_bytes(b"bit rot")
-    with pytest.raises(UserError, match=r"the upload to board is damaged \(1 files differ, e\.g\. boot/bcm2711-rpi-4-b\.dtb\)"):
-        deploy_pi(board, bundle, on_step=corrupt)
+    with pytest.raises(
+        UploadDamaged,
+        match=rf"the upload to board is damaged: \S+/var/tmp/rtforge-staging/{RT}/"
+        r"boot/bcm2711-rpi-4-b\.dtb differs from what was sent;",
+    ):
+        deploy_pi(board, bundle)
+    assert board.t.damaged == 1
     assert snapshot(root) == before
 
 
@@ -134,6 +134,7 @@ def test_connection_cut_during_upload_unwinds_once_it_is_back(pi, sshd):
             sshd.stop()
             os.kill(master, signal.SIGKILL)  # the network is gone, and the connection with it
             threading.Timer(2.0, sshd.start).start()
+
     with pytest.raises(ConnectionLost, match=r"lost the connection to board.*\(during install kernel\)"):
         deploy_pi(board, bundle, on_step=cut)
     time.sleep(0.5)
@@ -146,11 +147,17 @@ def test_board_not_returning_leaves_config_untouched(pi):
     (root / "proc/sys/kernel/panic").write_text("0\n")  # no panic=N: a panicking kernel would hang
     original = config(root)
     result = deploy_pi(board, bundle, timeout_s=1)
-    assert result.warnings == ["a kernel that panics will hang here instead of resetting, so falling back needs a "
-                               "power cycle: add panic=10 to the kernel command line (cmdline.txt) or enable a "
-                               "hardware watchdog"]
+    assert result.warnings == [
+        "a kernel that panics will hang here instead of resetting, so falling back needs a "
+        "power cycle: add panic=10 to the kernel command line (cmdline.txt) or enable a "
+        "hardware watchdog"
+    ]
     assert not result.ok and result.state == "not-back"
-    assert "did not come back within 1 s: config.txt is untouched, so after a power cycle it boots its previous kernel (kernel8.img)" in result.message
+    assert (
+        "did not come back within 1 s: config.txt is untouched, "
+        "so after a power cycle it boots its previous kernel (kernel8.img)"
+        in result.message
+    )
     assert config(root) == original
     board.power_cycle()
     assert board.running == OLD.release
@@ -170,7 +177,8 @@ def test_kernel_that_is_not_rt_is_not_committed(pi):
     original = config(root)
     result = deploy_pi(board, bundle)
     assert not result.ok and result.state == "not-verified" and result.running == RT
-    assert "uname -v lacks PREEMPT_RT" in result.message and "`sudo reboot` returns it to kernel8.img" in result.message
+    assert "uname -v lacks PREEMPT_RT" in result.message
+    assert "config.txt is untouched, so `sudo reboot` returns it to its previous kernel (kernel8.img)" in result.message
     assert config(root) == original and not (root / "boot/firmware/tryboot.txt").exists()
     assert (root / f"lib/modules/{RT}").exists()  # the running kernel's modules stay
     board.power_cycle()
@@ -203,7 +211,7 @@ def test_redeploying_replaces_the_block(pi, tmp_path):
 
 
 def test_kernels_list_remove_and_rollback(pi, tmp_path):
-    from rtforge.target import pikernels
+    from rtforge.device import pikernels
 
     board, bundle, root = pi(realtime=True)
     original = config(root)

@@ -1,0 +1,170 @@
+"""The operations of `rtforge tune`, each of one shape (pyperf's `system
+tune` is the model): from a snapshot of the target, an operation plans a
+list of ``Change``s -- one setting each, with the value now and the value it
+wants -- and says why it has nothing to do.  The engine (device/tune.py)
+saves the values before, writes the changes through the writer of their
+kind, reads them back, and reverts them from the saved state.
+
+Runtime operations write files in /proc and /sys (kind "file") or ask the
+Wi-Fi driver (kind "wifi"); they take effect at once and are gone after a
+reboot.  Boot-time operations (isolcpus, nohz_full, rcu_nocbs, irqaffinity,
+the dwc_otg FIQ) will plan changes of kind "cmdline" the same way; their
+writer goes through the deploy's try-once path (device/tune.py, WRITERS).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from .checks_kernel import per_cpu_irq
+from .procparse import (
+    cmdline_value,
+    format_cpulist,
+    format_cpumask,
+    isolcpus_cpus,
+    parse_cmdline,
+    parse_cpulist,
+    parse_cpumask,
+    parse_interrupts,
+)
+from .snapshot import Snapshot
+
+
+@dataclass
+class Change:
+    op: str
+    kind: str               # the writer: "file" (a path below the root), "wifi" (an interface)
+    target: str
+    before: str | None      # the value now (None: not there)
+    wanted: str
+    label: str = ""         # for people: "IRQ 62 dwc_otg", "policy0 (CPUs 0-3)"
+
+    @property
+    def key(self) -> str:
+        return f"{self.kind}:{self.target}"
+
+
+class Operation:
+    name = ""
+    title = ""
+    boot = False            # True: takes effect after a (tried) reboot; False: at once
+
+    def plan(self, snap: Snapshot, isolate: set[int]) -> tuple[list[Change], list[str]]:
+        """The changes this operation wants now, and notes (why nothing, what it cannot do)."""
+        raise NotImplementedError
+
+
+class Governor(Operation):
+    name = "governor"
+    title = "CPU frequency governor to performance"
+
+    def plan(self, snap, isolate):
+        changes, notes = [], []
+        paths = snap.glob("/sys/devices/system/cpu/cpufreq/policy*/scaling_governor")
+        if not paths:
+            return [], ["no cpufreq policies: the clock is fixed or set by the firmware"]
+        for path in paths:
+            base = path.rsplit("/", 1)[0]
+            policy = base.rsplit("/", 1)[1]
+            cpus = (snap.value(base + "/affected_cpus") or "").split()
+            label = f"{policy} (CPU {format_cpulist({int(c) for c in cpus if c.isdigit()})})" if cpus else policy
+            now = snap.value(path)
+            if now == "performance":
+                continue
+            available = (snap.value(base + "/scaling_available_governors") or "").split()
+            if available and "performance" not in available:
+                notes.append(f"{label}: no performance governor (available: {' '.join(available)})")
+                continue
+            changes.append(Change(self.name, "file", path, now, "performance", label))
+        return changes, notes
+
+
+class IrqAffinity(Operation):
+    name = "irq-affinity"
+    title = "interrupts off the isolated CPUs"
+
+    def plan(self, snap, isolate):
+        if not isolate:
+            return [], ["no CPUs to keep free of interrupts: none is isolated; name them with --isolate CPUS"]
+        try:
+            online = parse_cpulist(snap.value("/sys/devices/system/cpu/online"))
+        except ValueError:
+            online = set()
+        housekeeping = online - isolate
+        irqs = {i.number: i for i in parse_interrupts(snap.text("/proc/interrupts") or "")}
+        changes, notes, fixed = [], [], []
+        for path in snap.glob("/proc/irq/*/smp_affinity_list"):
+            number = path.split("/")[3]
+            irq = irqs.get(number)
+            if irq and per_cpu_irq(irq):
+                fixed.append(number)
+                continue
+            now = snap.value(path) or ""
+            try:
+                cpus = parse_cpulist(now)
+            except ValueError:
+                continue
+            if cpus & isolate:
+                wanted = (cpus - isolate) or housekeeping
+                changes.append(Change(self.name, "file", path, now, format_cpulist(wanted),
+                                      f"IRQ {number} {irq.label if irq else ''}".strip()))
+        default = snap.value("/proc/irq/default_smp_affinity")
+        if default is not None and parse_cpumask(default) & isolate:
+            wanted = (parse_cpumask(default) - isolate) or housekeeping
+            changes.append(Change(self.name, "file", "/proc/irq/default_smp_affinity", default,
+                                  format_cpumask(wanted), "new interrupts (default_smp_affinity)"))
+        if fixed:
+            notes.append(f"IRQ {', '.join(fixed)}: per-CPU interrupts (each CPU has its own), not movable")
+        return changes, notes
+
+
+class RtThrottling(Operation):
+    name = "rt-throttling"
+    title = "RT throttling off"
+
+    def plan(self, snap, isolate):
+        path = "/proc/sys/kernel/sched_rt_runtime_us"
+        now = snap.value(path)
+        if now is None:
+            return [], ["no sched_rt_runtime_us on this kernel"]
+        if now == "-1":
+            return [], []
+        return [Change(self.name, "file", path, now, "-1", "sched_rt_runtime_us")], []
+
+
+class WifiPowerSave(Operation):
+    name = "wifi-power-save"
+    title = "Wi-Fi power save off"
+
+    def plan(self, snap, isolate):
+        changes, notes = [], []
+        if not snap.wireless:
+            return [], ["no Wi-Fi interface"]
+        for iface in snap.wireless:
+            out = snap.command(f"iw:{iface}")
+            if out is None:
+                notes.append(f"{iface}: power save not readable (install iw: sudo apt install iw)")
+                continue
+            m = re.search(r"Power save:\s*(on|off)", out)
+            if m and m[1] == "on":
+                changes.append(Change(self.name, "wifi", iface, "on", "off", f"{iface} power save"))
+        return changes, notes
+
+
+OPERATIONS: list[Operation] = [Governor(), IrqAffinity(), RtThrottling(), WifiPowerSave()]
+
+
+def operation_names() -> list[str]:
+    return [op.name for op in OPERATIONS]
+
+
+def boot_isolated(snap: Snapshot) -> set[int]:
+    """CPUs the kernel isolated at boot (isolated, isolcpus=, nohz_full)."""
+    found: set[int] = set()
+    for path in ("/sys/devices/system/cpu/isolated", "/sys/devices/system/cpu/nohz_full"):
+        try:
+            found |= parse_cpulist(snap.value(path))
+        except ValueError:
+            pass
+    return found | isolcpus_cpus(cmdline_value(parse_cmdline(snap.value("/proc/cmdline") or ""), "isolcpus"))

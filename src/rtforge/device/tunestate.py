@@ -1,0 +1,66 @@
+"""What `rtforge tune` changed on a target, saved on the target itself.
+
+The file holds, per setting, the value before rtforge first changed it and
+the value it wrote, so that `--revert` restores exactly the state before
+(even after several tunes: the first before-value wins) and `--show` and
+`doctor` can tell what is applied.  Runtime settings do not survive a
+reboot, so the file records the boot it was written in.
+
+format_version history:
+  1  boot_id, isolate, created, updated, settings[op, kind, target, before, applied, label]
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+
+STATE_PATH = "/var/lib/rtforge/tune-state.json"
+FORMAT_VERSION = 1
+
+
+@dataclass
+class SavedSetting:
+    op: str                 # the operation that changed it ("governor", "irq-affinity", ...)
+    kind: str               # how it is read and written ("file", "wifi"; later "cmdline")
+    target: str             # a path below the root, an interface name, a command-line parameter
+    before: str | None      # the value before rtforge changed it (None: it was not there)
+    applied: str            # the value rtforge wrote
+    label: str = ""         # for people: "IRQ 62 dwc_otg", "policy0"
+
+    @property
+    def key(self) -> str:
+        return f"{self.kind}:{self.target}"
+
+
+@dataclass
+class TuneState:
+    boot_id: str
+    isolate: list[int] = field(default_factory=list)
+    created: str = ""
+    updated: str = ""
+    settings: list[SavedSetting] = field(default_factory=list)
+    format_version: int = FORMAT_VERSION
+
+    def ops(self) -> list[str]:
+        return list(dict.fromkeys(s.op for s in self.settings))
+
+    def by_key(self) -> dict[str, SavedSetting]:
+        return {s.key: s for s in self.settings}
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=1) + "\n"
+
+
+def parse_state(text: str | None) -> TuneState | None:
+    """The saved state, or None when there is none (or it is not rtforge's)."""
+    if not text or not text.strip():
+        return None
+    try:
+        doc = json.loads(text)
+        return TuneState(boot_id=doc["boot_id"], isolate=list(doc.get("isolate", [])),
+                         created=doc.get("created", ""), updated=doc.get("updated", ""),
+                         settings=[SavedSetting(**s) for s in doc.get("settings", [])],
+                         format_version=doc.get("format_version", FORMAT_VERSION))
+    except (ValueError, KeyError, TypeError):
+        return None

@@ -1,0 +1,54 @@
+"""Helpers the tests share for processes and ports, written once.
+
+    proc_stat(pid)       /proc/PID/stat parsed (None once the process is gone)
+    free_port()          a free TCP port on loopback
+    start_cli(env, ...)  rtforge as a separate process in its own session
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class ProcStat:
+    pid: int
+    comm: str
+    state: str          # R, S, D, Z, ...
+    ppid: int
+    pgrp: int
+    session: int
+    start_ticks: str    # field 22, starttime: tells a pid's owner from a later reuse
+
+
+def proc_stat(pid: int | str) -> ProcStat | None:
+    """/proc/PID/stat (proc(5)).  comm is in parentheses and may itself hold
+    spaces and ')', so the fields are counted from the last ')'."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2:].split()
+    return ProcStat(int(pid), stat[stat.index("(") + 1:stat.rindex(")")], fields[0], int(fields[1]), int(fields[2]),
+                    int(fields[3]), fields[19])
+
+
+def pids() -> list[int]:
+    """Every process id now."""
+    return [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_cli(env: dict, *argv) -> subprocess.Popen:
+    """`python -m rtforge ARGV` in its own session (a terminal's Ctrl-C is the test's to send)."""
+    return subprocess.Popen([sys.executable, "-m", "rtforge", *argv], env=env, start_new_session=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
