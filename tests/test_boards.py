@@ -15,7 +15,8 @@ from rtforge.errors import UserError
 from rtforge.kernel.boards import (FLAVOURS, BoardFileError, defconfig_exists, get_board, load_boards, model_key,
                                    parse_board)
 
-from .kernelsrc import _remove_cache_entries_made_here, src612  # noqa: F401  (fixtures)
+pytestmark = pytest.mark.usefixtures("kernel_cache_cleanup")
+
 
 # DESIGN.md "Facts the code depends on": (raspberrypi defconfig, ARCH, stock image), one board each.
 PI_ROWS = [
@@ -44,8 +45,10 @@ def test_every_pi_row_has_exactly_one_board(defconfig, arch, stock):
 
 
 def test_the_names_users_type():
-    assert {"mainline-arm64", "qemu-virt-arm64", "qemu-virt-arm", "x86-64", "pi1", "pi4-64", "pi5"} <= set(load_boards())
-    assert get_board("pi3-64").name == "pi4-64"            # one kernel for the 64-bit Pi 3/4 row
+    assert {"mainline-arm64", "qemu-virt-arm64", "qemu-virt-arm", "x86-64", "pi1", "pi4-64", "pi5"} <= set(
+        load_boards()
+    )
+    assert get_board("pi3-64").name == "pi4-64"  # one kernel for the 64-bit Pi 3/4 row
     assert get_board("pi3-32").name == "pi2"
     assert get_board("PI0").name == "pi1"
     assert get_board("pi4-64").image_name == "kernel8-rtforge.img"
@@ -71,7 +74,7 @@ def test_image_names_never_collide():
 
 def test_every_board_file_has_every_key_and_no_other():
     text = board_text("pi4-64")
-    parse_board("pi4-64", text)                            # the shipped file is fine
+    parse_board("pi4-64", text)  # the shipped file is fine
     with pytest.raises(BoardFileError, match="missing keys \\['image_name'\\]"):
         parse_board("x", re.sub(r"(?m)^image_name = .*\n", "", text))
     with pytest.raises(BoardFileError, match="unknown keys \\['imagename'\\]"):
@@ -82,8 +85,12 @@ def test_every_board_file_has_every_key_and_no_other():
         parse_board("x", text.replace('image_target = "Image"', 'image_target = "zImage"'))
     with pytest.raises(BoardFileError, match="different from stock"):
         parse_board("x", text.replace('"kernel8-rtforge.img"', '"kernel8.img"'))
-    with pytest.raises(BoardFileError, match="qemu"):
+    with pytest.raises(
+        BoardFileError, match=r"\[\[emulated\]\] #1: missing keys \['machine'\], unknown keys \['machin'\]"
+    ):
         parse_board("x", text.replace('machine = "raspi3b"', 'machin = "raspi3b"'))
+    with pytest.raises(BoardFileError, match="every quirk says which gap"):
+        parse_board("x", re.sub(r'(?m)^("initcall_blacklist=[^"]*") = ".*"$', r'\1 = ""', text, count=1))
 
 
 def test_raspberrypi_defconfig_names_have_the_right_form():
@@ -96,7 +103,7 @@ def test_raspberrypi_defconfig_names_have_the_right_form():
 
 def test_mainline_defconfigs_exist_in_the_real_6_12_tree(src612):
     for b in load_boards().values():
-        name = b.defconfig_in(src612.path, "mainline")     # raises UserError if missing
+        name = b.defconfig_in(src612.path, "mainline")  # raises UserError if missing
         assert defconfig_exists(src612.path, b.srcarch, name)
     # and the check can fail: a raspberrypi-only defconfig is not in mainline
     with pytest.raises(UserError, match="bcm2711_defconfig"):
@@ -113,15 +120,19 @@ def test_mainline_device_tree_globs_match_real_dts_files(src612):
         globs = b.dtb_globs("mainline")
         if globs:
             assert any(_dts_matches(src612.path, b.srcarch, g) for g in globs), b.name
-        if dtb := b.qemu_dtb("mainline"):
-            assert _dts_matches(src612.path, b.srcarch, dtb), (b.name, dtb)
+        for e in b.emulated:
+            if dtb := e.dtb.get("mainline"):
+                assert _dts_matches(src612.path, b.srcarch, dtb), (b.name, e.machine, dtb)
 
 
 def test_models_as_proc_device_tree_shows_them():
     pi4 = "Raspberry Pi 4 Model B Rev 1.4\x00"
     assert model_key(pi4) == "Raspberry Pi 4 Model B"
-    assert [b.name for b in load_boards().values() if b.fits_model(pi4) and b.models] == \
-        ["mainline-arm64", "pi4-32", "pi4-64"]
+    assert [b.name for b in load_boards().values() if b.fits_model(pi4) and b.models] == [
+        "mainline-arm64",
+        "pi4-32",
+        "pi4-64",
+    ]
     # "Compute Module" (CM1) must not swallow CM3/CM4
     cm1 = "Raspberry Pi Compute Module Rev 1.0"
     assert [b.name for b in load_boards().values() if b.fits_model(cm1) and b.models] == ["pi1"]
@@ -129,7 +140,7 @@ def test_models_as_proc_device_tree_shows_them():
     assert get_board("pi2").fits_model("Raspberry Pi 3 Model B Plus Rev 1.3")
     assert get_board("pi5").fits_model("Raspberry Pi 5 Model B Rev 1.0")
     assert not get_board("pi5").fits_model(pi4)
-    assert get_board("qemu-virt-arm64").fits_model("linux,dummy-virt")      # no models: no check
+    assert get_board("qemu-virt-arm64").fits_model("linux,dummy-virt")  # no models: no check
     assert get_board("pi1").fits_machine("armv6l\n") and not get_board("pi1").fits_machine("armv7l")
 
 
@@ -150,3 +161,58 @@ def test_cli_unknown_board_is_one_line_exit_2(capsys):
     assert main(["kernel", "source", "debian:6.12", "--board", "pi9"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "unknown board 'pi9'" in err[0]
+
+
+def _qemu_list(argv: list[str]) -> set[str]:
+    """The first word of each line QEMU prints for -M help / -cpu help."""
+    import subprocess
+
+    out = subprocess.run(argv, capture_output=True, text=True).stdout  # qemu-user's -cpu help exits 1
+    return {
+        line.split()[0] for line in out.splitlines() if line.strip() and not line.startswith(("Supported", "Available"))
+    }
+
+
+def test_emulated_machines_and_cpus_are_ones_qemu_has():
+    """QEMU's own lists are the judge (raspi4b needs QEMU >= 9: make setup
+    installs QEMU from bookworm-backports)."""
+    from rtforge.kernel.boottest import qemu_exe
+
+    for b in load_boards().values():
+        for e in b.emulated:
+            exe = qemu_exe(b.arch, e.machine)
+            assert e.machine in _qemu_list([exe, "-M", "help"]), (b.name, exe, e.machine)
+            if e.cpu:
+                assert e.cpu in _qemu_list([exe, "-cpu", "help"]), (b.name, e.cpu)
+        user = (
+            "qemu-aarch64-static"
+            if b.uname_m[0] == "aarch64"
+            else ("qemu-arm-static" if b.uname_m[0].startswith("arm") else None)
+        )
+        if user:
+            assert set(b.user_cpus) <= _qemu_list([user, "-cpu", "help"]), (b.name, b.user_cpus)
+
+
+def test_kernel_boards_says_the_pi_5_has_no_emulated_machine(capsys):
+    assert main(["kernel", "boards"]) == 0
+    out = capsys.readouterr().out
+    pi5_row = out[out.index("pi5") :]
+    assert "no emulated board;" in pi5_row and "cortex-a76 stands in" in pi5_row
+    assert main(["kernel", "boards", "--json"]) == 0
+    pi5 = next(b for b in json.loads(capsys.readouterr().out) if b["name"] == "pi5")
+    assert pi5["emulated"][0]["stand_in"] is True and pi5["user_cpus"] == ["cortex-a76"]
+
+
+def test_user_cpus_are_the_cpus_of_the_boards_pis():
+    """The qemu-user CPUs a board's programs are tested on are its Pis' own
+    CPUs (pi_models.toml), except where qemu-arm has no 32-bit model of an
+    ARMv8 core: "max" then stands for it."""
+    from rtforge.device.pimodels import pi_model
+
+    qemu_arm = _qemu_list(["qemu-arm-static", "-cpu", "help"])
+    for b in load_boards().values():
+        wanted = {pi_model(p).cpu for p in b.pis}
+        if b.uname_m[0] == "armv7l":
+            wanted = {c if c in qemu_arm else "max" for c in wanted}
+        if b.pis:
+            assert wanted == set(b.user_cpus), (b.name, wanted, b.user_cpus)

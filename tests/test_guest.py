@@ -13,7 +13,7 @@ import subprocess
 
 import pytest
 
-pytestmark = [pytest.mark.slow, pytest.mark.root]
+pytestmark = [pytest.mark.slow, pytest.mark.root, pytest.mark.guest]
 
 
 def running(guest) -> tuple[str, str]:

@@ -21,9 +21,9 @@ from rtforge.kernel.build import BuildSpec, build_kernel
 from rtforge.kernel.kconfig import read_config
 from rtforge.report.verdict import report_warnings
 from rtforge.results.store import Store
-from rtforge.target.bundle import open_bundle
+from rtforge.device.bundle import open_bundle
 
-pytestmark = [pytest.mark.root, pytest.mark.slow]
+pytestmark = [pytest.mark.root, pytest.mark.slow, pytest.mark.kernel]
 BOARD, SOURCE = "qemu-virt-arm64", "debian:6.12"
 
 
@@ -44,7 +44,7 @@ def test_build_packages_a_verified_rt_kernel(built):
     assert m["kernelrelease"] == built.release and m["uname_v_marker"] == "PREEMPT_RT"
     assert m["source_id"].startswith("debian:linux-source-6.12=") and m["rt_patch_id"] is None
     assert m["reproducer"] == "rtforge kernel build --board qemu-virt-arm64 --source debian:6.12"
-    assert m["qemu"]["machine"] == "virt"
+    assert [q["machine"] for q in m["emulated"]] == ["virt"] and m["user_cpus"] == ["cortex-a72"]
     # the .config on disk, read back independently, has what the manifest claims
     config = read_config(next(bundle.root.glob("config-*")))
     assert config["PREEMPT_RT"] == "y" and config["EXPERT"] == "y" and config["HZ_1000"] == "y"
@@ -67,7 +67,8 @@ def test_boot_test_in_qemu_proves_preempt_rt(built, tmp_path, capsys):
     rd = tmp_path / "results"
     assert main(["kernel", "boot-test", str(built.dist), "--results-dir", str(rd), "--probe-s", "2"]) == 0
     out = capsys.readouterr().out
-    assert f"passed: {built.release} booted in QEMU virt" in out and "uname -v has PREEMPT_RT" in out
+    assert f"passed: virt: {built.release} booted on QEMU virt" in out and "uname -v has PREEMPT_RT" in out
+    assert "console log: " in out
     assert "/sys/kernel/realtime absent, as on mainline" in out
     store = Store(rd)
     run = store.load(store.resolve("last"))
@@ -84,12 +85,20 @@ def test_unchanged_rebuild_does_no_work(built, tmp_path):
 
 def test_dropped_option_names_its_unmet_dependency(tmp_path, capsys):
     """PREEMPT_RT without EXPERT: the classic silent drop, caught."""
-    rc = main(["kernel", "build", "--board", BOARD, "--source", SOURCE, "-K", "CONFIG_EXPERT=n", "--dist", str(tmp_path)])
+    rc = main(
+        ["kernel", "build", "--board", BOARD, "--source", SOURCE, "-K", "CONFIG_EXPERT=n", "--dist", str(tmp_path)]
+    )
     err = capsys.readouterr().err
     assert rc == 2, err
-    assert "Kconfig dropped 1 requested option(s): CONFIG_PREEMPT_RT=y became n (depends on EXPERT && ARCH_SUPPORTS_RT: EXPERT is n)" in err
+    assert (
+        "Kconfig dropped 1 requested option(s): CONFIG_PREEMPT_RT=y became n "
+        "(depends on EXPERT && ARCH_SUPPORTS_RT: EXPERT is n)"
+        in err
+    )
     assert not any(tmp_path.iterdir())
-    rc = main(["kernel", "build", "--board", BOARD, "--source", SOURCE, "-K", "CONFIG_PCI_MSI=y", "--dist", str(tmp_path)])
+    rc = main(
+        ["kernel", "build", "--board", BOARD, "--source", SOURCE, "-K", "CONFIG_PCI_MSI=y", "--dist", str(tmp_path)]
+    )
     err = capsys.readouterr().err
     assert rc == 2 and "CONFIG_PCI_MSI=y became n (inside `if PCI` (drivers/pci/Kconfig): PCI is n)" in err
 
@@ -105,12 +114,15 @@ def test_bundle_verify_catches_tampering(built, tmp_path, capsys):
     assert "boot/Image-rtforge does not match its sha256" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--board", "pi9"], "unknown board"),
-    (["--board", BOARD, "--fragments", "speed"], "unknown fragment 'speed'"),
-    (["--board", BOARD, "-K", "CONFIG_X=maybe"], "has a value Kconfig cannot take"),
-    (["--board", BOARD, "-k", "/no/such.config"], "-k /no/such.config: no such fragment file"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--board", "pi9"], "unknown board"),
+        (["--board", BOARD, "--fragments", "speed"], "unknown fragment 'speed'"),
+        (["--board", BOARD, "-K", "CONFIG_X=maybe"], "has a value Kconfig cannot take"),
+        (["--board", BOARD, "-k", "/no/such.config"], "-k /no/such.config: no such fragment file"),
+    ],
+)
 def test_bad_build_input(argv, message, tmp_path, capsys):
     assert main(["kernel", "build", *argv, "--dist", str(tmp_path), "--source", SOURCE]) == 2
     err = capsys.readouterr().err
@@ -138,18 +150,29 @@ def test_a_rerun_with_other_options_really_reconfigures(tmp_path):
     stamp = (build / ".config").stat().st_mtime_ns
     configure(src.path, build, board, src.flavour, rt, fragments=["latency"], user_fragments=[], options=[])
     assert (build / ".config").stat().st_mtime_ns == stamp  # the same result leaves .config alone
-    configure(src.path, build, board, src.flavour, rt, fragments=["latency"], user_fragments=[],
-              options=["CONFIG_PRINTK_TIME=y"])
+    configure(
+        src.path,
+        build,
+        board,
+        src.flavour,
+        rt,
+        fragments=["latency"],
+        user_fragments=[],
+        options=["CONFIG_PRINTK_TIME=y"],
+    )
     assert read_config(build / ".config")["PRINTK_TIME"] == "y"
 
 
-@pytest.mark.parametrize("src_file, obj_file, config_lv", [
-    (None, None, ""),                 # mainline PREEMPT_RT: nothing says rt
-    ("-rt30", None, ""),              # an RT patch's localversion-rt
-    (None, "-rt7", ""),               # a localversion file in the build dir
-    (None, None, "-v8-rt"),           # CONFIG_LOCALVERSION
-    ("-custom", None, "-v8"),         # release suffixes without rt
-])
+@pytest.mark.parametrize(
+    "src_file, obj_file, config_lv",
+    [
+        (None, None, ""),  # mainline PREEMPT_RT: nothing says rt
+        ("-rt30", None, ""),  # an RT patch's localversion-rt
+        (None, "-rt7", ""),  # a localversion file in the build dir
+        (None, None, "-v8-rt"),  # CONFIG_LOCALVERSION
+        ("-custom", None, "-v8"),  # release suffixes without rt
+    ],
+)
 def test_localversion_agrees_with_setlocalversion(tmp_path, src_file, obj_file, config_lv):
     """rtforge decides whether to add -rt before the build, from the files
     and option that the kernel's scripts/setlocalversion reads; that script
@@ -167,8 +190,14 @@ def test_localversion_agrees_with_setlocalversion(tmp_path, src_file, obj_file, 
         (obj / "localversion").write_text(obj_file + "\n")
     config = {"LOCALVERSION": f'"{config_lv}"'}
     (obj / "include" / "config" / "auto.conf").write_text(f'CONFIG_LOCALVERSION="{config_lv}"\n')
-    out = subprocess.run(["sh", str(real / "scripts" / "setlocalversion"), str(src)], cwd=obj, text=True,
-                         capture_output=True, env={"KERNELVERSION": "6.12.0", "PATH": "/usr/bin:/bin"}, check=True)
+    out = subprocess.run(
+        ["sh", str(real / "scripts" / "setlocalversion"), str(src)],
+        cwd=obj,
+        text=True,
+        capture_output=True,
+        env={"KERNELVERSION": "6.12.0", "PATH": "/usr/bin:/bin"},
+        check=True,
+    )
     release = out.stdout.strip()
     assert release.startswith("6.12.0")
     assert _localversion(src, obj, config) == ("-rtforge" if "-rt" in release else "-rt-rtforge"), release

@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -18,12 +19,15 @@ import pytest
 
 from rtforge.cli import main
 from rtforge.errors import UserError
+from rtforge import paths
 from rtforge.kernel import fetch
 from rtforge.kernel.rtpatch import detect_rt
 from rtforge.kernel.sources import (ENV_RPI_GIT_URL, KernelVersion, SourceSpec, parse_source_spec, prepare_source,
                                     read_kernel_version)
 
-from .kernelsrc import SUBSET, NONCE, _remove_cache_entries_made_here, git, make_tarball, serve, src612, subset_tree  # noqa: F401
+from .support.kernelsrc import SUBSET, NONCE, git, make_tarball, serve, subset_tree
+
+pytestmark = pytest.mark.usefixtures("kernel_cache_cleanup")
 
 
 def dpkg_version(pkg: str) -> str:
@@ -81,23 +85,81 @@ def test_debian_without_version_is_the_newest_installed(src612):
     assert newest.spec == "debian:" + installed[-1][13:-7]
 
 
-def test_debian_missing_package_without_root_names_the_command():
+def test_debian_series_no_suite_offers_is_refused_without_root_and_without_touching_apt():
+    """rtforge's apt is private: it needs no root and leaves the system's apt alone."""
     if os.geteuid() != 0 or not shutil.which("setpriv"):
         pytest.skip("needs root to drop to another user")
     home = Path(tempfile.mkdtemp(prefix="rtforge-nobody-"))     # pytest's tmp_path is root-only
     os.chmod(home, 0o777)
-    env = {**os.environ, "RTFORGE_CACHE_DIR": str(home / "cache"), "HOME": str(home), "MPLCONFIGDIR": str(home)}
+    env = {**os.environ, "RTFORGE_CACHE_DIR": str(home / "cache"), "HOME": str(home), "MPLCONFIGDIR": str(home),
+           "RTFORGE_DOWNLOAD_CACHE": str(home / "downloads")}
     nobody = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", sys.executable]
+    before = system_apt_state()
     try:
         if subprocess.run([*nobody, "-c", "import rtforge"], env=env, capture_output=True).returncode:
             pytest.skip("this checkout is not readable by nobody (cloned under a root-only folder?)")
         p = subprocess.run([*nobody, "-m", "rtforge", "kernel", "source", "debian:5.10"],
-                           capture_output=True, text=True, env=env, timeout=60)
+                           capture_output=True, text=True, env=env, timeout=300)
+        offered = offered_series(home / "cache" / "kernel" / "apt" / "lists")
     finally:
         shutil.rmtree(home)
     assert p.returncode == 2, p.stderr
-    assert p.stderr.strip() == ("rtforge: error: Debian's linux-source-5.10 is not installed: run "
-                                "`sudo apt-get install linux-source-5.10` (or run rtforge as root, which installs it)")
+    assert offered and "5.10" not in offered          # bullseye is not among the suites searched
+    assert p.stderr.strip() == (
+        f"rtforge: error: no Debian suite offers linux-source-5.10 (offered: {', '.join(offered)}): "
+        "use debian:X.Y with one of those, or debian:latest"
+    )
+    assert system_apt_state() == before
+
+
+def system_apt_state() -> dict[str, tuple]:
+    """Every file of the system's apt configuration, lists and package status."""
+    state = {}
+    for root in ("/etc/apt", "/var/lib/apt/lists", "/var/lib/dpkg/status", "/var/cache/apt/archives"):
+        for p in [Path(root)] if Path(root).is_file() else Path(root).rglob("*"):
+            if p.is_file():
+                st = p.stat()
+                state[str(p)] = (st.st_size, st.st_mtime_ns)
+    return state
+
+
+def offered_series(lists: Path) -> list[str]:
+    """linux-source-X.Y names in apt's downloaded Packages files, read directly
+    (apt-helper only decompresses them: the host may store them lz4 or gz)."""
+    names = set()
+    for f in lists.glob("*_Packages*"):
+        text = subprocess.run(
+            ["/usr/lib/apt/apt-helper", "cat-file", str(f)],
+            capture_output=True,
+            text=True,
+            errors="replace",
+            check=True,
+        ).stdout
+        names |= set(re.findall(r"^Package: linux-source-(\d+\.\d+)$", text, re.M))
+    return sorted(names, key=lambda s: tuple(int(x) for x in s.split(".")))
+
+
+@pytest.mark.kernel
+def test_debian_latest_is_downloaded_by_apt_from_another_suite_and_verified():
+    """debian:latest is the newest linux-source-X.Y of any suite (today in
+    trixie-backports/sid, which this system's apt does not list): downloaded
+    with apt into rtforge's cache, the system's apt untouched."""
+    before = system_apt_state()
+    src = prepare_source("debian:latest")
+    lists = fetch.kernel_cache() / "apt" / "lists"
+    offered = offered_series(lists)
+    assert src.version.series == offered[-1]  # the newest series any suite has
+    version = src.source_id.split("=", 1)[1]
+    debs = sorted((paths.download_dir() / "debian").glob(f"linux-source-{offered[-1]}_*.deb"))
+    assert debs, "the .deb apt downloaded is kept in the download cache"
+    control = subprocess.run(
+        ["dpkg-deb", "-f", str(debs[-1]), "Package", "Version"], capture_output=True, text=True, check=True
+    ).stdout
+    assert f"Package: linux-source-{offered[-1]}" in control and f"Version: {version}" in control
+    assert not dpkg_version(f"linux-source-{offered[-1]}") or src.origin.startswith("/usr/src")
+    assert system_apt_state() == before
+    again = prepare_source(f"debian:{offered[-1]}")
+    assert again.path == src.path and again.source_id == src.source_id
 
 
 @pytest.fixture
@@ -115,14 +177,14 @@ def test_tar_from_a_path(small_tree, tmp_path, src612, compress):
     assert src.version == src612.version and src.flavour == "mainline"
     assert (src.path / "nonce").read_text() == NONCE + "\n"
     assert detect_rt(src.path, "arm64").supported and not detect_rt(src.path, "arm").supported
-    assert prepare_source(f"tar:{archive}").path == src.path      # reused
+    assert prepare_source(f"tar:{archive}").path == src.path  # reused
     assert not list(src.path.parent.glob(".tmp-*"))
 
 
 def test_tar_over_http_with_progress(small_tree, tmp_path):
     site = tmp_path / "site" / NONCE
     site.mkdir(parents=True)
-    make_tarball(small_tree, site / "linux-6.12.117.tar.xz", top="linux-6.12.117")   # not the path test's bytes
+    make_tarball(small_tree, site / "linux-6.12.117.tar.xz", top="linux-6.12.117")  # not the path test's bytes
     seen = []
     with serve(tmp_path / "site") as base:
         src = prepare_source(f"tar:{base}/{NONCE}/linux-6.12.117.tar.xz", lambda w, d, t: seen.append((w, d, t)))
@@ -183,7 +245,7 @@ def test_git_branch_tag_and_default(bare_repo):
     assert src.source_id == f"git:{url}@{commits['main']} (branch main)"
     assert src.flavour == "mainline" and src.key == f"git-{commits['main']}"
     assert not (src.path / ".git").exists() and (src.path / "nonce").read_text() == NONCE + "\n"
-    assert prepare_source(f"git:{url}@v6.12-test").path == src.path       # the tag is the same commit
+    assert prepare_source(f"git:{url}@v6.12-test").path == src.path  # the tag is the same commit
     default = prepare_source(f"git:{url}")
     assert default.source_id == f"git:{url}@{commits['rpi-6.12.y']} (branch rpi-6.12.y)"
     assert default.flavour == "raspberrypi"
@@ -202,7 +264,7 @@ def test_git_offline_reuses_the_last_commit_seen(bare_repo):
     bare.rename(bare.with_name("away.git"))
     again = prepare_source(f"git:{url}@main")
     assert again.path == first.path and again.notes and "could not reach" in again.notes[0]
-    with pytest.raises(UserError, match="cannot reach"):         # never seen offline: no guess
+    with pytest.raises(UserError, match="cannot reach"):  # never seen offline: no guess
         prepare_source(f"git:{url}@rpi-6.12.y")
 
 
@@ -230,7 +292,7 @@ def test_dir_is_used_in_place_and_identified(small_tree, tmp_path):
     (small_tree / "Kconfig").write_text((small_tree / "Kconfig").read_text() + "\n")
     dirty = prepare_source(f"dir:{small_tree}")
     assert dirty.source_id.endswith("+dirty") and dirty.key != src.key
-    assert all(p.stat().st_mtime_ns == t for p, t in before.items() if p.name != "Kconfig")   # nothing written
+    assert all(p.stat().st_mtime_ns == t for p, t in before.items() if p.name != "Kconfig")  # nothing written
     (small_tree / ".config").write_text("CONFIG_X=y\n")
     with pytest.raises(UserError, match="make mrproper"):
         prepare_source(f"dir:{small_tree}")
@@ -238,7 +300,6 @@ def test_dir_is_used_in_place_and_identified(small_tree, tmp_path):
         prepare_source(f"dir:{tmp_path}")
     with pytest.raises(UserError, match="not a directory"):
         prepare_source(f"dir:{tmp_path}/nope")
-
 
 
 def test_dir_on_the_real_tree(src612):

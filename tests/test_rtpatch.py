@@ -27,7 +27,9 @@ from rtforge.kernel.rtpatch import (ENV_RT_BASE_URL, detect_rt, index_names, lis
                                     prepare_rt_tree, rt_symbol_for)
 from rtforge.kernel.sources import KernelVersion, prepare_source
 
-from .kernelsrc import NONCE, _remove_cache_entries_made_here, serve, src61, src612, subset_tree  # noqa: F401
+from .support.kernelsrc import NONCE, serve, subset_tree
+
+pytestmark = pytest.mark.usefixtures("kernel_cache_cleanup")
 
 ARM64, ARM = "arch/arm64/Kconfig", "arch/arm/Kconfig"
 # Where the change goes, and what it adds (arm with a condition, as RT patches do).

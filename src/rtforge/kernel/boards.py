@@ -18,8 +18,10 @@ so a typo in a board file is a bug that tests/test_boards.py catches.
                        on top of allnoconfig); "" for none.  Owned by the config
                        step, which defines where the file lives.
     uname_m            what `uname -m` reports once this kernel runs
-    models             /proc/device-tree/model values this kernel fits, without
-                       the " Rev x.y" the firmware appends; [] = no check
+    pis                the Raspberry Pi models this kernel runs on, by their names
+                       in data/pi_models.toml (pi0, pi3+, cm4, ...), which holds
+                       each model's /proc/device-tree/model strings, CPU and SoC;
+                       [] = not a Pi, no model check
     [defconfig]        per source flavour (raspberrypi, mainline): a file of
                        arch/<srcarch>/configs/, a make target of
                        arch/<srcarch>/Makefile (multi_v7_lpae_defconfig), or a
@@ -27,9 +29,24 @@ so a typo in a board file is a bug that tests/test_boards.py catches.
     [dtbs], [overlays] per flavour: globs relative to the build directory's
                        arch/<srcarch>/boot/dts (any may match nothing: trees
                        moved 32-bit dts into broadcom/ in 6.5)
-    [qemu]             machine ("none": no boot test), cpu ("" = the machine's
-                       default), append (kernel command line for the console),
-                       dtb per flavour (relative like dtbs; {} = none needed)
+    user_cpus          the CPUs of the boards this kernel runs on, as qemu-user
+                       names them (arm1176, cortex-a7, cortex-a53, cortex-a72,
+                       cortex-a76): the board-side programs are run on each
+    [[emulated]]       the QEMU machines this kernel is boot-tested on, each:
+        machine        QEMU's -M (raspi0, raspi1ap, raspi2b, raspi3ap, raspi3b,
+                       raspi4b need QEMU >= 9 for raspi4b; virt, q35)
+        what           one line saying what the machine stands for
+        stand_in       true when no QEMU machine emulates the board itself (Pi 5):
+                       the boot test is then the closest honest check, and says so
+        cpu            QEMU's -cpu ("" = the machine's own)
+        console        the kernel command line that puts the console (and an
+                       early console) on the machine's UART
+        dtb            per flavour, relative like dtbs ({} = none needed)
+        [quirks]       kernel command-line additions for devices QEMU does not
+                       model, each with the gap it works around (shown to users)
+        [qemu_quirks]  QEMU options the machine needs, each with the gap it
+                       works around (e.g. "-icount shift=auto")
+                       An empty list: the board has no boot test.
 
 API:
     load_boards() -> dict[str, Board]          every board, by canonical name
@@ -37,7 +54,7 @@ API:
     srcarch_of(arch) -> str                    Kbuild's SRCARCH for an ARCH
     Board.defconfig_for(flavour) -> str        UserError if the board has none
     Board.defconfig_in(tree, flavour) -> str   same, and proven to exist in tree
-    Board.dtb_globs(flavour), .overlay_globs(flavour), .qemu_dtb(flavour)
+    Board.dtb_globs(flavour), .overlay_globs(flavour), .emulated_manifest(flavour)
     Board.fits_model(model) / .fits_machine(uname_m) -> bool
     Board.to_dict() -> dict                    JSON-ready, for --json
 """
@@ -45,12 +62,14 @@ API:
 from __future__ import annotations
 
 import re
+import shlex
 import tomllib
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
+from ..device.pimodels import model_for_dt, pi_model, pi_models
 from ..errors import UserError
 
 FLAVOURS = ("raspberrypi", "mainline")
@@ -65,10 +84,11 @@ GENERIC_CONFIG_TARGETS = ("defconfig", "allnoconfig", "allyesconfig", "allmodcon
 _TOP_KEYS = {
     "description": str, "aliases": list, "arch": str, "cross_compile": str, "toolchain_package": str,
     "image_target": str, "image_name": str, "stock_image_name": str, "default_source": str,
-    "config_fragment": str, "uname_m": list, "models": list,
-    "defconfig": dict, "dtbs": dict, "overlays": dict, "qemu": dict,
+    "config_fragment": str, "uname_m": list, "pis": list, "user_cpus": list,
+    "defconfig": dict, "dtbs": dict, "overlays": dict, "emulated": list,
 }
-_QEMU_KEYS = {"machine": str, "cpu": str, "append": str, "dtb": dict}
+_EMULATED_KEYS = {"machine": str, "what": str, "stand_in": bool, "cpu": str, "console": str, "dtb": dict,
+                  "quirks": dict, "qemu_quirks": dict}
 _NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
 _REV_RE = re.compile(r"\s+rev\s*[\w.]+$", re.IGNORECASE)
 
@@ -90,11 +110,33 @@ def model_key(model: str) -> str:
 
 
 @dataclass(frozen=True)
-class QemuSpec:
+class Emulated:
+    """One QEMU machine a board's kernel boots on."""
     machine: str
+    what: str
+    stand_in: bool
     cpu: str
-    append: str
+    console: str
     dtb: dict[str, str] = field(default_factory=dict)
+    quirks: dict[str, str] = field(default_factory=dict)     # cmdline addition -> the gap it works around
+    qemu_quirks: dict[str, str] = field(default_factory=dict)  # QEMU option(s) -> the gap they work around
+
+    def qemu_args(self) -> list[str]:
+        return [arg for option in self.qemu_quirks for arg in shlex.split(option)]
+
+    def append(self) -> str:
+        """The kernel command line QEMU passes: console, then the quirks."""
+        return " ".join([self.console, *self.quirks])
+
+    def manifest(self, flavour: str) -> dict | None:
+        """As recorded in a bundle (the dtb by its name in the bundle's boot/);
+        None when this flavour has no dtb for a machine that needs one."""
+        dtb = self.dtb.get(flavour)
+        if self.dtb and not dtb:
+            return None
+        return {"machine": self.machine, "what": self.what, "stand_in": self.stand_in, "cpu": self.cpu,
+                "append": self.append(), "quirks": {**self.quirks, **self.qemu_quirks}, "qemu_args": self.qemu_args(),
+                "dtb": Path(dtb).name if dtb else None}
 
 
 @dataclass(frozen=True)
@@ -111,11 +153,12 @@ class Board:
     default_source: str
     config_fragment: str
     uname_m: tuple[str, ...]
-    models: tuple[str, ...]
+    pis: tuple[str, ...]
+    user_cpus: tuple[str, ...]
     defconfig: dict[str, str]
     dtbs: dict[str, tuple[str, ...]]
     overlays: dict[str, tuple[str, ...]]
-    qemu: QemuSpec | None
+    emulated: tuple[Emulated, ...]
 
     @property
     def srcarch(self) -> str:
@@ -152,32 +195,35 @@ class Board:
     def overlay_globs(self, flavour: str) -> tuple[str, ...]:
         return self.overlays.get(flavour, ())
 
-    def qemu_dtb(self, flavour: str) -> str | None:
-        return (self.qemu.dtb.get(flavour) or None) if self.qemu else None
+    def emulated_manifest(self, flavour: str) -> list[dict]:
+        """Every machine this flavour's kernel can be boot-tested on, as a bundle records it."""
+        return [m for e in self.emulated if (m := e.manifest(flavour)) is not None]
 
-    def qemu_manifest(self, flavour: str) -> dict | None:
-        """How to boot-test this board's kernel, as recorded in a bundle (the
-        dtb by its name in the bundle's boot/)."""
-        if not self.qemu:
-            return None
-        dtb = self.qemu_dtb(flavour)
-        return {"machine": self.qemu.machine, "cpu": self.qemu.cpu, "append": self.qemu.append,
-                "dtb": Path(dtb).name if dtb else None}
+    @property
+    def models(self) -> tuple[str, ...]:
+        """The /proc/device-tree/model prefixes of this board's Pis (from pi_models.toml)."""
+        return tuple(dt for name in self.pis for dt in pi_model(name).dt_models)
 
     def fits_model(self, model: str) -> bool:
-        """True if /proc/device-tree/model (with or without ' Rev x.y') is one of
-        this board's; boards without models (QEMU, PCs) fit anything."""
-        return not self.models or model_key(model) in self.models
+        """True if /proc/device-tree/model (with or without ' Rev x.y') names one
+        of this board's Pis; boards without Pis (QEMU, PCs) fit anything."""
+        if not self.pis:
+            return True
+        try:
+            return model_for_dt(model.replace("\0", "").strip()).name in self.pis
+        except UserError:
+            return False
 
     def fits_machine(self, uname_m: str) -> bool:
         return uname_m.strip() in self.uname_m
 
     def to_dict(self) -> dict:
-        d = {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "qemu"}
+        d = {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "emulated"}
         d = {k: list(v) if isinstance(v, tuple) else v for k, v in d.items()}
         d["dtbs"] = {k: list(v) for k, v in self.dtbs.items()}
         d["overlays"] = {k: list(v) for k, v in self.overlays.items()}
-        d["qemu"] = vars(self.qemu) if self.qemu else None
+        d["emulated"] = [{**vars(e), "append": e.append()} for e in self.emulated]
+        d["models"] = list(self.models)
         d["srcarch"] = self.srcarch
         d["image_path"] = self.image_path
         return d
@@ -223,7 +269,12 @@ def parse_board(name: str, text: str) -> Board:
     except tomllib.TOMLDecodeError as e:
         raise BoardFileError(f"{where}: {e}") from None
     _check_keys(where, doc, _TOP_KEYS)
-    _check_keys(f"{where} [qemu]", doc["qemu"], _QEMU_KEYS)
+    for i, e in enumerate(doc["emulated"]):
+        if not isinstance(e, dict):
+            raise BoardFileError(f"{where}: [[emulated]] entries are tables")
+        _check_keys(f"{where} [[emulated]] #{i + 1}", e, _EMULATED_KEYS)
+        if not all(isinstance(v, str) and v for v in [*e["quirks"].values(), *e["qemu_quirks"].values()]):
+            raise BoardFileError(f"{where}: every quirk says which gap it works around (a non-empty string)")
     if not _NAME_RE.match(name):
         raise BoardFileError(f"{where}: board names are lower-case letters, digits, '-' and '_'")
     arch = doc["arch"]
@@ -237,24 +288,28 @@ def parse_board(name: str, text: str) -> Board:
         raise BoardFileError(f"{where}: cross_compile is a prefix ending in '-'")
     if not doc["defconfig"]:
         raise BoardFileError(f"{where}: [defconfig] needs at least one flavour")
-    for key in ("aliases", "uname_m", "models"):
+    for key in ("aliases", "uname_m", "pis", "user_cpus"):
         if not all(isinstance(v, str) and v for v in doc[key]):
             raise BoardFileError(f"{where}: '{key}' must be a list of non-empty strings")
     if not doc["uname_m"]:
         raise BoardFileError(f"{where}: uname_m must name at least one machine")
-    q = doc["qemu"]
-    qemu = None if q["machine"] == "none" else QemuSpec(q["machine"], q["cpu"], q["append"],
-                                                        _flavour_table(where, "qemu.dtb", q["dtb"], str))
+    unknown = sorted(set(doc["pis"]) - set(pi_models()))
+    if unknown:
+        raise BoardFileError(f"{where}: pis names models pi_models.toml does not have: {unknown}")
+    emulated = tuple(Emulated(e["machine"], e["what"], e["stand_in"], e["cpu"], e["console"],
+                              _flavour_table(where, "emulated.dtb", e["dtb"], str), dict(e["quirks"]),
+                              dict(e["qemu_quirks"]))
+                     for e in doc["emulated"])
     return Board(
         name=name, description=doc["description"], aliases=tuple(doc["aliases"]), arch=arch,
         cross_compile=doc["cross_compile"], toolchain_package=doc["toolchain_package"],
         image_target=doc["image_target"], image_name=doc["image_name"], stock_image_name=doc["stock_image_name"],
         default_source=doc["default_source"], config_fragment=doc["config_fragment"],
-        uname_m=tuple(doc["uname_m"]), models=tuple(doc["models"]),
+        uname_m=tuple(doc["uname_m"]), pis=tuple(doc["pis"]), user_cpus=tuple(doc["user_cpus"]),
         defconfig=_flavour_table(where, "defconfig", doc["defconfig"], str),
         dtbs=_flavour_table(where, "dtbs", doc["dtbs"], list),
         overlays=_flavour_table(where, "overlays", doc["overlays"], list),
-        qemu=qemu,
+        emulated=emulated,
     )
 
 

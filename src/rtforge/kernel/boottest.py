@@ -1,42 +1,54 @@
 """Boot a built kernel in QEMU before it goes near a board.
 
 The kernel boots with an initramfs holding only rtforge's /init and the
-statically cross-built probe.  /init prints uname and /sys/kernel/realtime,
-runs the probe for a few seconds and prints its files between markers on
-the serial console; the host reads them from QEMU's output.  The test passes
-only if `uname -v` shows the bundle's RT marker (and /sys/kernel/realtime is
-1 where the kernel has that file: RT-patched kernels do, mainline 6.12 does
-not).  The probe's run is stored, labelled as emulated: inside TCG its
-latencies are emulation noise, and every view of it says so.
+statically cross-built probe, both built for the board's own CPU (its
+`uname -m`: armv6l for a Pi 1, whose ARM1176 dies of SIGILL on ARMv7 code).
+/init prints uname and /sys/kernel/realtime, runs the probe for a few
+seconds and prints its files between markers on the serial console; the host
+reads them from QEMU's output.  A machine passes only if `uname -v` shows the
+bundle's RT marker (and /sys/kernel/realtime is 1 where the kernel has that
+file: RT-patched kernels do, mainline does not).
+
+A board's kernel is tested on each machine its board file names (a Pi 3/4
+kernel on raspi3b, raspi3ap and raspi4b), with the machine's quirks appended
+to the command line.  A failure says what happened -- a panic (its line and
+the faulting function), silence, or the last line before a stall -- and the
+whole console log is kept.  The probe's run is stored, labelled emulated:
+inside TCG its latencies are emulation noise, and every view of it says so.
 """
 
 from __future__ import annotations
 
+import os
 import re
-import shutil
 import subprocess
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
+from .. import paths, tools
+from ..device.bundle import Bundle
 from ..errors import UserError
-from ..measure.probebuild import build_probe, build_program
+from ..measure.probebuild import CROSS, build_probe, build_program
 from ..results.collect import finalize
 from ..results.model import RunResult
 from ..results.store import Store
-from ..target.bundle import Bundle
 from . import initramfs
+from .boards import get_board
+from .console import Diagnosis, diagnose, explain_stop
 
 QEMU = {"arm64": "qemu-system-aarch64", "arm": "qemu-system-arm", "x86_64": "qemu-system-x86_64"}
-MACHINE = {"arm64": "aarch64", "arm": "armv7l", "x86_64": "x86_64"}
-CONSOLE = {"arm64": "ttyAMA0", "arm": "ttyAMA0", "x86_64": "ttyS0"}
+# Machines only qemu-system-aarch64 has; it also runs a 32-bit kernel on them.
+AARCH64_MACHINES = {"raspi3ap", "raspi3b", "raspi4b"}
+PANIC_GRACE_S = 2.0      # after a panic line, the rest of the oops still arrives
 
 
 @dataclass
 class BootTest:
+    machine: str
     passed: bool
     sentence: str
     uname_r: str | None = None
@@ -44,31 +56,63 @@ class BootTest:
     realtime: str | None = None
     run_id: str | None = None
     seconds: float = 0.0
-    console_tail: list[str] = field(default_factory=list)
+    console_log: Path | None = None
+    diagnosis: Diagnosis | None = None
+    stand_in: bool = False
 
 
-def qemu_argv(bundle: Bundle, kernel: Path, initrd: Path, probe_s: int) -> list[str]:
+def machines_of(manifest: dict) -> list[dict]:
+    """The machines a bundle can be boot-tested on (bundles before format
+    `emulated` recorded one `qemu` machine).  QEMU's own options come only
+    from rtforge's board files, never from a manifest: a bundle may come from
+    anywhere, and QEMU runs here as root."""
+    if "emulated" in manifest:
+        listed = list(manifest["emulated"] or [])
+    else:
+        q = manifest.get("qemu")
+        listed = [{"machine": q["machine"], "what": q["machine"], "stand_in": False, "cpu": q.get("cpu", ""),
+                   "append": q.get("append", ""), "quirks": {}, "dtb": q.get("dtb")}] if q else []
+    try:
+        trusted = {e.machine: e.qemu_args() for e in get_board(manifest["board"]).emulated}
+    except UserError:
+        trusted = {}
+    return [{**q, "qemu_args": trusted.get(q["machine"], [])} for q in listed]
+
+
+def program_machine(manifest: dict) -> str:
+    """The `uname -m` the board's programs are built for: the board's own."""
+    machines = manifest.get("machines") or []
+    if not machines:
+        raise UserError("the bundle's manifest names no machine (uname -m): rebuild it with rtforge kernel build")
+    return machines[0]
+
+
+def qemu_exe(arch: str, machine: str) -> str:
+    return "qemu-system-aarch64" if machine in AARCH64_MACHINES else QEMU[arch]
+
+
+def needs(bundle: Bundle, machines: list[dict]) -> list[str]:
+    """Everything the boot tests will run, for one check before any of them."""
     m = bundle.manifest
-    arch, q = m["arch"], m.get("qemu")
-    if not q:
-        raise UserError(f"board {bundle.board} has no QEMU machine to boot-test on: deploy with care, "
-                        "or build for a board with one (rtforge kernel boards)")
-    exe = QEMU[arch]
-    if not shutil.which(exe):
-        pkg = "qemu-system-arm" if arch in ("arm64", "arm") else "qemu-system-x86"
-        raise UserError(f"{exe} is needed for the boot test: apt install {pkg}")
-    append = " ".join(filter(None, [q.get("append") or f"console={CONSOLE[arch]}", "panic=-1", "oops=panic",
+    exes = [qemu_exe(m["arch"], q["machine"]) for q in machines]
+    target = program_machine(m)
+    cc = [CROSS[target][0]] if target in CROSS and target != os.uname().machine else ["gcc"]
+    return exes + cc
+
+
+def qemu_argv(bundle: Bundle, q: dict, kernel: Path, initrd: Path, probe_s: int) -> list[str]:
+    arch = bundle.manifest["arch"]
+    append = " ".join(filter(None, [q.get("append") or "console=ttyAMA0", "panic=-1", "oops=panic",
                                     f"rtforge.probe_s={probe_s}", "rdinit=/init"]))
-    argv = [exe, "-M", q["machine"], "-nographic", "-no-reboot", "-monitor", "none", "-serial", "stdio",
-            "-kernel", str(kernel), "-initrd", str(initrd), "-append", append]
+    argv = [qemu_exe(arch, q["machine"]), "-M", q["machine"], "-nographic", "-no-reboot", "-monitor", "none",
+            "-serial", "stdio", "-kernel", str(kernel), "-initrd", str(initrd), "-append", append]
     if q.get("cpu"):
         argv += ["-cpu", q["cpu"]]
+    argv += list(q.get("qemu_args") or [])
     if q["machine"] in ("virt", "q35"):
         argv += ["-m", "512", "-smp", "2"]  # raspi machines have fixed memory and CPUs
     if q.get("dtb"):
-        dtb = bundle.root / "boot" / Path(q["dtb"]).name
-        if not dtb.exists():
-            raise UserError(f"the bundle has no {dtb.name}, which QEMU's {q['machine']} machine needs")
+        dtb = bundle.member("boot/" + Path(q["dtb"]).name)
         argv += ["-dtb", str(dtb)]
     return argv
 
@@ -82,38 +126,92 @@ def _field(text: str, name: str) -> str | None:
     return m[1] if m else None
 
 
-def boot_test(bundle: Bundle, store: Store, *, timeout_s: float = 300, probe_s: int = 3,
-              progress: Callable[[float, str], None] | None = None) -> BootTest:
+def log_dir_for(bundle: Bundle) -> Path:
+    """Console logs go next to the bundle (dist/<release>-<board>/boot-tests/),
+    or into the cache when that is not writable (a bundle from a tarball)."""
+    here = bundle.root.parent / "boot-tests"
+    try:
+        here.mkdir(exist_ok=True)
+        if os.access(here, os.W_OK):
+            return here
+    except OSError:
+        pass
+    fallback = paths.cache_dir() / "boot-tests" / f"{bundle.release}-{bundle.board}"
+    fallback.mkdir(parents=True, exist_ok=True)
+    return fallback
+
+
+def boot_test(bundle: Bundle, store: Store, *, machine: str | None = None, timeout_s: float = 300,
+              probe_s: int = 3, progress: Callable[[str, float, str], None] | None = None) -> list[BootTest]:
+    """Boot the bundle on each of its emulated machines (or only `machine`)."""
     m = bundle.manifest
-    arch = m["arch"]
-    kernel = bundle.root / "boot" / bundle.image
+    every = machines_of(m)
+    if not every:
+        raise UserError(f"board {bundle.board} has no QEMU machine to boot-test on: deploy with care, "
+                        "or build for a board with one (rtforge kernel boards)")
+    chosen = [q for q in every if machine in (None, q["machine"])]
+    if not chosen:
+        raise UserError(f"{bundle.board} is not boot-tested on '{machine}': choose one of "
+                        f"{', '.join(q['machine'] for q in every)}")
+    tools.require(needs(bundle, chosen), "the boot test")
+    kernel = bundle.member("boot/" + bundle.image)
+    target = program_machine(m)
+    logs = log_dir_for(bundle)
+    results = []
     with tempfile.TemporaryDirectory(prefix="rtforge-boottest-") as d:
-        initrd = initramfs.build({"init": build_program("bootinit", "rtforge-init", MACHINE[arch], static=True),
-                                  "rtprobe": build_probe(MACHINE[arch], static=True)}, Path(d) / "initramfs.cpio")
-        argv = qemu_argv(bundle, kernel, initrd, probe_s)
-        console = Path(d) / "console.log"
-        start = time.monotonic()
-        with open(console, "wb") as out:
-            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
-            try:
-                while proc.poll() is None and time.monotonic() - start < timeout_s:
-                    if b"RTFORGE-DONE" in console.read_bytes():
-                        break
-                    if progress:
-                        progress(time.monotonic() - start, _last_line(console))
-                    time.sleep(0.5)
-            finally:
-                if proc.poll() is None:
-                    proc.kill()  # raspi machines only halt on power-off
-                proc.wait()
-        seconds = time.monotonic() - start
-        text = console.read_text(errors="replace")
-    tail = [line for line in text.splitlines() if line.strip()][-15:]
+        initrd = initramfs.build({"init": build_program("bootinit", "rtforge-init", target, static=True),
+                                  "rtprobe": build_probe(target, static=True)}, Path(d) / "initramfs.cpio")
+        for q in chosen:
+            results.append(_boot_one(bundle, store, q, kernel, initrd, logs, timeout_s, probe_s, progress))
+    return results
+
+
+def _run_qemu(argv: list[str], console: Path, timeout_s: float,
+              progress: Callable[[float, str], None] | None) -> tuple[float, bool]:
+    """Run QEMU until /init reports done, the kernel panics, QEMU exits or
+    time runs out; returns (seconds, timed_out)."""
+    start = time.monotonic()
+    panicked_at = None
+    with open(console, "wb") as out:
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
+        try:
+            while proc.poll() is None and time.monotonic() - start < timeout_s:
+                text = console.read_bytes()
+                if b"RTFORGE-DONE" in text:
+                    break
+                if panicked_at is None and b"Kernel panic - not syncing" in text:
+                    panicked_at = time.monotonic()
+                if panicked_at is not None and time.monotonic() - panicked_at > PANIC_GRACE_S:
+                    break
+                if progress:
+                    progress(time.monotonic() - start, _last_line(text))
+                time.sleep(0.5)
+        finally:
+            if proc.poll() is None:
+                proc.kill()  # raspi machines only halt on power-off
+            proc.wait()
+    seconds = time.monotonic() - start
+    return seconds, seconds >= timeout_s
+
+
+def _boot_one(bundle: Bundle, store: Store, q: dict, kernel: Path, initrd: Path, logs: Path, timeout_s: float,
+              probe_s: int, progress) -> BootTest:
+    m = bundle.manifest
+    name = q["machine"]
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    console = logs / f"{name}-{stamp}.log"
+    argv = qemu_argv(bundle, q, kernel, initrd, probe_s)
+    tick = (lambda s, line: progress(name, s, line)) if progress else None
+    seconds, timed_out = _run_qemu(argv, console, timeout_s, tick)
+    text = console.read_text(errors="replace")
     uname_v, uname_r, realtime = _field(text, "UNAME-V"), _field(text, "UNAME-R"), _field(text, "REALTIME")
     marker = m["uname_v_marker"]
+    common = {"machine": name, "seconds": seconds, "console_log": console, "stand_in": bool(q.get("stand_in"))}
     if uname_v is None:
-        return BootTest(False, f"the kernel did not reach /init within {timeout_s:.0f} s (last console lines below)",
-                        seconds=seconds, console_tail=tail)
+        why = diagnose(text) or explain_stop(text)
+        when = f"after {seconds:.0f} s" if not timed_out else f"within {timeout_s:.0f} s"
+        reached = "" if why.kind == "panic" else f"did not reach /init {when}: "
+        return BootTest(passed=False, sentence=f"{reached}{why.sentence()}", diagnosis=why, **common)
     problems = []
     if marker not in uname_v.split():
         problems.append(f"uname -v lacks {marker}: '{uname_v}'")
@@ -121,35 +219,41 @@ def boot_test(bundle: Bundle, store: Store, *, timeout_s: float = 300, probe_s: 
         problems.append(f"/sys/kernel/realtime is {realtime}")
     if uname_r != bundle.release:
         problems.append(f"uname -r is {uname_r}, not {bundle.release}")
-    run_id = _store_run(bundle, store, text) if "RTFORGE-DONE" in text else None
+    if "RTFORGE-DONE" not in text:
+        why = diagnose(text) or explain_stop(text)
+        problems.append(f"/init did not finish its {probe_s} s probe run: {why.sentence()}")
+    run_id = _store_run(bundle, store, q, text) if "RTFORGE-DONE" in text else None
     if problems:
-        return BootTest(False, "booted, but " + "; ".join(problems), uname_r, uname_v, realtime, run_id, seconds, tail)
+        return BootTest(passed=False, sentence="booted, but " + "; ".join(problems), uname_r=uname_r,
+                        uname_v=uname_v, realtime=realtime, run_id=run_id, diagnosis=diagnose(text), **common)
     rt_file = "absent, as on mainline" if realtime == "absent" else "1"
-    return BootTest(True, f"{uname_r} booted in QEMU {m['qemu']['machine']} in {seconds:.0f} s: uname -v has {marker}, "
-                    f"/sys/kernel/realtime {rt_file}", uname_r, uname_v, realtime, run_id, seconds, tail)
+    return BootTest(passed=True, sentence=f"{uname_r} booted on QEMU {name} in {seconds:.0f} s: uname -v has {marker}, "
+                    f"/sys/kernel/realtime {rt_file}", uname_r=uname_r, uname_v=uname_v, realtime=realtime,
+                    run_id=run_id, **common)
 
 
-def _last_line(console: Path) -> str:
-    lines = console.read_bytes()[-400:].decode(errors="replace").strip().splitlines()
+def _last_line(text: bytes) -> str:
+    lines = text[-400:].decode(errors="replace").strip().splitlines()
     return lines[-1] if lines else ""
 
 
-def _store_run(bundle: Bundle, store: Store, console: str) -> str | None:
+def _store_run(bundle: Bundle, store: Store, q: dict, console: str) -> str | None:
     """The probe's few seconds inside QEMU, stored as an emulated run."""
     files = _sections(console)
     if "probe.json" not in files or not files["probe.json"].strip():
         return None
+    machine = q["machine"]
     now = datetime.now(timezone.utc)
-    result = RunResult(run_id=store.new_run_id(f"qemu-{bundle.manifest['qemu']['machine']}", now), engine="probe",
-                       state="running", host=f"QEMU {bundle.manifest['qemu']['machine']}",
-                       start_time=now.isoformat(timespec="seconds"),
-                       label=f"boot test {bundle.release} (emulated)",
+    result = RunResult(run_id=store.new_run_id(f"qemu-{machine}", now), engine="probe",
+                       state="running", host=f"QEMU {machine}", start_time=now.isoformat(timespec="seconds"),
+                       label=f"boot test {bundle.release} on {machine} (emulated)",
                        config={"emulated": True, "interval_us": 1000, "priority": 90, "policy": "fifo", "loads": []},
-                       reproducer=f"rtforge kernel boot-test {bundle.root}")
+                       reproducer=f"rtforge kernel boot-test {bundle.root} --machine {machine}")
     raw = store.run_dir(result.run_id) / "raw"
     raw.mkdir(parents=True)
     for name, body in files.items():
-        (raw / name).write_text(body.replace("\r\n", "\n") + ("\n" if not body.endswith("\n") else ""))
+        if re.fullmatch(r"[\w.-]+", name) and name not in (".", ".."):      # a file name, never a path
+            (raw / name).write_text(body.replace("\r\n", "\n") + ("\n" if not body.endswith("\n") else ""))
     try:
         finalize(result, raw.parent)
     except UserError:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from .. import tools
 from ..errors import UserError
 from .boards import Board, get_board
 from .fetch import kernel_cache
@@ -96,6 +97,7 @@ def build_kernel(spec: BuildSpec, progress: Progress | None = None) -> BuildResu
     for p in spec.user_fragments:
         if not Path(p).is_file():
             raise UserError(f"-k {p}: no such fragment file")
+    tools.require(tools_before(board, spec), "this kernel build")
     source = prepare_source(spec.source or board.default_source, report)
     rt = prepare_rt_tree(source, board.arch, spec.rt_patch, progress=report)
     tree = rt.path
@@ -103,6 +105,7 @@ def build_kernel(spec: BuildSpec, progress: Progress | None = None) -> BuildResu
     report("configuring", None, None)
     cfg = configure(tree, build, board, source.flavour, rt.support, fragments=spec.fragments,
                     user_fragments=spec.user_fragments, options=spec.options, allow_dropped=spec.allow_dropped)
+    tools.require(tools_for_config(cfg.config, board), "this kernel configuration")
     lv = _localversion(tree, build, cfg.config)
     targets = [board.image_target]
     if cfg.config.get("MODULES") == "y":
@@ -127,6 +130,46 @@ def build_kernel(spec: BuildSpec, progress: Progress | None = None) -> BuildResu
                    log=log, jobs=jobs)
     release = dist.name[: -len(board.name) - 1]
     return BuildResult(release, dist, board, objects, cfg, list(cfg.notes) + list(rt.notes) + list(source.notes))
+
+
+def tools_before(board: Board, spec: BuildSpec) -> list[str]:
+    """What the build needs on this machine whatever the .config says:
+    fetching the source, Kbuild's host tools (Documentation/process/changes.rst),
+    the board's cross compiler, and the packaging tools when .debs are wanted
+    (the tree's own scripts/package/mkdebian lists them as Build-Depends)."""
+    kind = (spec.source or board.default_source).partition(":")[0]
+    need = {"debian": ["apt-get", "dpkg-query", "xz"], "rpi": ["git"], "git": ["git"]}.get(kind, [])
+    if kind == "tar":
+        need += [{".xz": "xz", ".zst": "zstd"}.get(Path(spec.source).suffix, "tar")]
+    if spec.rt_patch:
+        need += ["patch", "xz"]
+    need += ["make", "gcc", "bc", "bison", "flex", "perl", f"{board.cross_compile}gcc"]
+    if spec.debs:
+        need += ["dpkg-buildpackage", "dh_listpackages", "rsync", "cpio", "depmod",
+                 "/usr/include/openssl/opensslv.h", "/usr/include/gelf.h"]
+        if os.geteuid() != 0:
+            need.append("fakeroot")             # Kbuild's default KBUILD_PKG_ROOTCMD
+    return need
+
+
+def tools_for_config(config: dict[str, str], board: Board) -> list[str]:
+    """What this .config makes Kbuild run, known once it is configured and
+    before anything is compiled."""
+    on = {k for k, v in config.items() if v in ("y", "m")}
+    need = []
+    if on & {"MODULE_SIG", "SYSTEM_TRUSTED_KEYRING", "SYSTEM_REVOCATION_LIST", "MODULE_SIG_FORMAT"}:
+        need.append("/usr/include/openssl/opensslv.h")   # scripts/sign-file, certs/extract-cert
+    if on & {"OBJTOOL", "DEBUG_INFO_BTF", "STACK_VALIDATION"}:
+        need.append("/usr/include/gelf.h")               # objtool, resolve_btfids
+    if "DEBUG_INFO_BTF" in on:
+        need.append("pahole")
+    if "IKHEADERS" in on:
+        need.append("cpio")
+    if "MODULES" in on:
+        need.append("depmod")
+    need += [tool for opt, tool in (("KERNEL_XZ", "xz"), ("KERNEL_LZ4", "lz4"), ("KERNEL_LZO", "lzop"),
+                                    ("KERNEL_ZSTD", "zstd")) if opt in on]
+    return need
 
 
 def _estimate(config: dict[str, str]) -> int:

@@ -5,7 +5,9 @@ bytes or items, None when unknown).
 
 Cache layout, under rtforge.paths.cache_dir()/kernel/ (safe to delete):
 
-    downloads/<url-hash>-<name>   files fetched over http(s), reused by URL
+    (paths.download_dir()/http/<url-hash>-<name>: files fetched over http(s),
+     reused by URL; debian/: Debian packages, see debian.py)
+    apt/                          rtforge's private apt lists (debian.py)
     src/<key>/                    pristine source trees, never written after
     src/<key>.json                  they are renamed into place; the json
                                     (written first) records the source id
@@ -105,7 +107,7 @@ def download(url: str, progress: Progress = None) -> Path:
     """Fetch url into downloads/ (reused when already there: the URLs rtforge
     fetches, release tarballs and RT patches, never change once published)."""
     name = safe_name(url_basename(url)) or "download"
-    dest = kernel_cache() / "downloads" / f"{hashlib.sha256(url.encode()).hexdigest()[:12]}-{name}"
+    dest = paths.download_dir() / "http" / f"{hashlib.sha256(url.encode()).hexdigest()[:12]}-{name}"
     if dest.is_file():
         return dest
     dest.parent.mkdir(parents=True, exist_ok=True)

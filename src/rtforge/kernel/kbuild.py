@@ -56,6 +56,10 @@ def make_argv(tree: Path, out: Path, board: Board, targets: list[str], jobs: int
 def kbuild_env() -> dict[str, str]:
     env = dict(os.environ)
     env.setdefault("CCACHE_DIR", str(paths.cache_dir() / "ccache"))
+    # Paths below the kernel cache become relative in ccache's hash, so two
+    # build directories of one tree (pi4-64 and pi5 share arm64's defconfig)
+    # and a moved cache reuse each other's objects.
+    env.setdefault("CCACHE_BASEDIR", str(paths.cache_dir() / "kernel"))
     # Same user/host on every build: uname -v then only differs by the build's time.
     env.setdefault("KBUILD_BUILD_USER", "rtforge")
     env.setdefault("KBUILD_BUILD_HOST", "rtforge")
@@ -75,7 +79,9 @@ def run_make(argv: list[str], log: Path, progress: Callable[[int], None] | None 
     with open(log, "ab") as f:
         f.write(("\n$ " + " ".join(argv) + "\n").encode())
         f.flush()
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env={**kbuild_env(), **(env or {})})
+        proc = subprocess.Popen(
+            argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env={**kbuild_env(), **(env or {})}
+        )
         for line in proc.stdout:
             f.write(line)
             if _OBJECT.match(line.rstrip()):
@@ -94,7 +100,7 @@ def run_make(argv: list[str], log: Path, progress: Callable[[int], None] | None 
 class ConfigResult:
     config: dict[str, str]
     requested: dict[str, str]
-    dropped: list[Mismatch]                    # requested options Kconfig did not keep
+    dropped: list[Mismatch]  # requested options Kconfig did not keep
     optional_dropped: list[Mismatch] = field(default_factory=list)
     fragments: list[str] = field(default_factory=list)
 
@@ -103,8 +109,18 @@ class ConfigResult:
         return [f"optional {m.sentence()}" for m in self.optional_dropped]
 
 
-def configure(tree: Path, build: Path, board: Board, flavour: str, rt: RtSupport, *, fragments: list[str],
-              user_fragments: list[Path], options: list[str], allow_dropped: bool = False) -> ConfigResult:
+def configure(
+    tree: Path,
+    build: Path,
+    board: Board,
+    flavour: str,
+    rt: RtSupport,
+    *,
+    fragments: list[str],
+    user_fragments: list[Path],
+    options: list[str],
+    allow_dropped: bool = False,
+) -> ConfigResult:
     """defconfig + fragments (rt, the chosen ones, the board's, the user's, -K)
     merged by Kbuild's merge_config.sh, then olddefconfig; read back."""
     build.mkdir(parents=True, exist_ok=True)
@@ -120,7 +136,7 @@ def configure(tree: Path, build: Path, board: Board, flavour: str, rt: RtSupport
     scratch_env = {"KCONFIG_CONFIG": str(scratch / ".config")}
     run_make(make_argv(tree, build, board, [defconfig]), log, what=f"make {defconfig}", env=scratch_env)
 
-    files: list[tuple[str, Path, bool]] = []     # (name, file, required)
+    files: list[tuple[str, Path, bool]] = []  # (name, file, required)
     if rt.symbol == "PREEMPT_RT_FULL":
         files.append(("rt-full", fragment_path("rt-full"), True))
     else:
@@ -144,8 +160,15 @@ def configure(tree: Path, build: Path, board: Board, flavour: str, rt: RtSupport
         for sym, value in fragment_options(path).items():
             (requested if required else optional)[sym] = value
             (optional if required else requested).pop(sym, None)
-    merge = ["bash", str(tree / "scripts/kconfig/merge_config.sh"), "-m", "-O", str(scratch),
-             str(scratch / ".config"), *(str(p) for _, p, _ in files)]
+    merge = [
+        "bash",
+        str(tree / "scripts/kconfig/merge_config.sh"),
+        "-m",
+        "-O",
+        str(scratch),
+        str(scratch / ".config"),
+        *(str(p) for _, p, _ in files),
+    ]
     proc = subprocess.run(merge, cwd=tree, capture_output=True, text=True, env=kbuild_env())
     with open(log, "a") as f:
         f.write("$ " + " ".join(merge) + "\n" + proc.stdout + proc.stderr)
@@ -155,8 +178,13 @@ def configure(tree: Path, build: Path, board: Board, flavour: str, rt: RtSupport
 
     config = read_config(scratch / ".config")
     srcarch = rt.srcarch
-    result = ConfigResult(config, requested, mismatches(requested, config, tree, srcarch),
-                          mismatches(optional, config, tree, srcarch), [name for name, _, _ in files])
+    result = ConfigResult(
+        config,
+        requested,
+        mismatches(requested, config, tree, srcarch),
+        mismatches(optional, config, tree, srcarch),
+        [name for name, _, _ in files],
+    )
     if result.dropped and not allow_dropped:
         raise UserError(
             f"Kconfig dropped {len(result.dropped)} requested option(s): "

@@ -1,6 +1,6 @@
 """From a finished build to dist/<kernelrelease>-<board>/:
 
-    bundle/                     what `rtforge deploy` installs (target/bundle.py)
+    bundle/                     what `rtforge deploy` installs (device/bundle.py)
       manifest.json  boot/<image>  boot/*.dtb  boot/overlays/  lib/modules/<release>/
     <release>-<board>.tar.gz    the same bundle as one file
     *.deb                       Kbuild's bindeb-pkg (for apt/dpkg and GRUB boards)
@@ -19,7 +19,7 @@ from typing import Any
 
 from .. import __version__
 from ..errors import UserError
-from ..target.bundle import sha256_file, write_manifest
+from ..device.bundle import sha256_file, write_manifest
 from .boards import Board
 from .kbuild import kbuild_env, make_argv, run_make
 
@@ -74,10 +74,23 @@ def package(tree: Path, build: Path, board: Board, flavour: str, config: dict[st
     shutil.copy2(build / ".config", bundle / f"config-{release}")
     marker = "PREEMPT_RT" if config.get("PREEMPT_RT") == "y" else "RT"  # 4.x RT patches: "PREEMPT RT"
     write_manifest(
-        bundle, board=board.name, arch=board.arch, machines=list(board.uname_m), models=list(board.models),
-        kernelrelease=release, image=board.image_name, uname_v_marker=marker, flavour=flavour,
-        dtbs=dtbs, overlays=len(overlays), config_sha256=sha256_file(build / ".config"),
-        qemu=board.qemu_manifest(flavour), rtforge_version=__version__, **manifest_extra,
+        bundle,
+        board=board.name,
+        arch=board.arch,
+        machines=list(board.uname_m),
+        models=list(board.models),
+        pis=list(board.pis),
+        kernelrelease=release,
+        image=board.image_name,
+        uname_v_marker=marker,
+        flavour=flavour,
+        dtbs=dtbs,
+        overlays=len(overlays),
+        config_sha256=sha256_file(build / ".config"),
+        emulated=board.emulated_manifest(flavour),
+        user_cpus=list(board.user_cpus),
+        rtforge_version=__version__,
+        **manifest_extra,
     )
     with tarfile.open(work / f"{release}-{board.name}.tar.gz", "w:gz") as tar:
         for p in sorted(bundle.iterdir()):
@@ -89,8 +102,18 @@ def package(tree: Path, build: Path, board: Board, flavour: str, config: dict[st
         # would otherwise ask for the target architecture's libssl-dev.
         # KDEB_PKGVERSION ending in -1: the package revision, which bindeb-pkg
         # builds with, is then the build number of the bundle's image.
-        run_make(make_argv(tree, build, board, ["bindeb-pkg"], jobs=jobs,
-                           extra=lv + ["DPKG_FLAGS=-d", f"KDEB_PKGVERSION={release}-1"]), log, what="make bindeb-pkg")
+        run_make(
+            make_argv(
+                tree,
+                build,
+                board,
+                ["bindeb-pkg"],
+                jobs=jobs,
+                extra=lv + ["DPKG_FLAGS=-d", f"KDEB_PKGVERSION={release}-1"],
+            ),
+            log,
+            what="make bindeb-pkg",
+        )
         for deb in build.parent.glob("*.deb"):  # Kbuild writes them next to the build directory
             shutil.move(str(deb), work / deb.name)
     shutil.rmtree(dist, ignore_errors=True)

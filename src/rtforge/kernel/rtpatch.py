@@ -286,14 +286,18 @@ def list_rt_candidates(version: KernelVersion, base_url: str | None = None) -> l
             raise
         except UserError:
             if url == folder:
-                raise UserError(f"no RT patches for {version.series} found at {folder} "
-                                "(kernel.org has none for this series, or it is unreachable): use --rt-patch FILE") from None
+                raise UserError(
+                    f"no RT patches for {version.series} found at {folder} "
+                    "(kernel.org has none for this series, or it is unreachable): use --rt-patch FILE"
+                ) from None
             continue
         for name in names:
             m = _PATCH_NAME.match(name) or _SERIES_NAME.match(name)
             if m and (int(m.group(1)), int(m.group(2))) == (version.version, version.patchlevel):
-                found.setdefault(name, Candidate(name, url + name, int(m.group(3) or 0), int(m.group(4)),
-                                                 name.startswith("patches-")))
+                found.setdefault(
+                    name,
+                    Candidate(name, url + name, int(m.group(3) or 0), int(m.group(4)), name.startswith("patches-")),
+                )
     best: dict[int, Candidate] = {}
     # per sublevel: highest -rtN, a single patch before a series, .xz before .gz
     for c in sorted(found.values(), key=lambda c: (-c.rt, c.series, not c.name.endswith(".xz"))):
@@ -304,6 +308,7 @@ def list_rt_candidates(version: KernelVersion, base_url: str | None = None) -> l
 
 # ---------------------------------------------------------------- applying
 
+
 @dataclass(frozen=True)
 class Attempt:
     name: str
@@ -313,9 +318,9 @@ class Attempt:
 
 @dataclass(frozen=True)
 class RtTree:
-    path: Path                    # build from here (the source's own tree when no patch was needed)
+    path: Path  # build from here (the source's own tree when no patch was needed)
     source: KernelSource
-    support: RtSupport            # detected in path, for the arch asked
+    support: RtSupport  # detected in path, for the arch asked
     patch: RtPatch | None
     attempts: tuple[Attempt, ...] = ()
     notes: tuple[str, ...] = field(default=())
@@ -326,9 +331,16 @@ class RtTree:
 
     def to_dict(self) -> dict:
         s = self.support
-        return {"path": str(self.path), "source_id": self.source.source_id, "rt_patch_id": self.patch_id,
-                "rt_symbol": s.symbol, "rt_depends_on": list(s.depends_on), "rt_reason": s.reason,
-                "attempts": [vars(a) for a in self.attempts], "notes": list(self.notes)}
+        return {
+            "path": str(self.path),
+            "source_id": self.source.source_id,
+            "rt_patch_id": self.patch_id,
+            "rt_symbol": s.symbol,
+            "rt_depends_on": list(s.depends_on),
+            "rt_reason": s.reason,
+            "attempts": [vars(a) for a in self.attempts],
+            "notes": list(self.notes),
+        }
 
 
 class _Failed(Exception):
@@ -339,7 +351,7 @@ def _why(output: str) -> str:
     """patch's output -> what went wrong, in one line."""
     failed, missing, reversed_ = [], [], []
     current = ""
-    looking = False           # after "can't find file": the header that follows names it
+    looking = False  # after "can't find file": the header that follows names it
     for line in output.splitlines():
         if m := re.match(r"(?:checking|patching) file (.+)", line):
             current = m.group(1).strip()
@@ -353,13 +365,16 @@ def _why(output: str) -> str:
         elif "Reversed (or previously applied)" in line and current:
             reversed_.append(current)
     parts = []
-    for label, files in (("hunks fail in", failed), ("files to patch are missing:", missing),
-                         ("already applied to", reversed_)):
+    for label, files in (
+        ("hunks fail in", failed),
+        ("files to patch are missing:", missing),
+        ("already applied to", reversed_),
+    ):
         if files:
             parts.append(f"{label} {', '.join(files[:3])}" + (f" and {len(files) - 3} more" if len(files) > 3 else ""))
     if parts:
         return "; ".join(parts)
-    lines = [l for l in output.strip().splitlines() if l.strip()]
+    lines = [line for line in output.strip().splitlines() if line.strip()]
     return lines[-1] if lines else "patch failed"
 
 
@@ -367,9 +382,10 @@ def _patch(tree: Path, file: Path, strip: int, dry_run: bool) -> None:
     argv = ["patch", f"-p{strip}", "--batch", "--forward", "--no-backup-if-mismatch", "-d", str(tree), "-i", str(file)]
     if shutil.which("patch") is None:
         raise UserError("GNU patch is not installed: apt-get install patch")
-    env = {k: v for k, v in os.environ.items() if k != "POSIXLY_CORRECT"}   # it would turn backups back on
-    p = subprocess.run(argv + (["--dry-run"] if dry_run else []), capture_output=True, text=True,
-                       env=env, stdin=subprocess.DEVNULL)
+    env = {k: v for k, v in os.environ.items() if k != "POSIXLY_CORRECT"}  # it would turn backups back on
+    p = subprocess.run(
+        argv + (["--dry-run"] if dry_run else []), capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL
+    )
     if p.returncode != 0:
         raise _Failed(_why(p.stdout + p.stderr))
 
@@ -407,8 +423,16 @@ def _apply(source: KernelSource, patch: RtPatch, arch: str, progress: Progress, 
             support = detect_rt(stage.root, arch)
             if not support.supported:
                 raise _Failed(f"applies, but does not enable PREEMPT_RT ({support.reason})")
-            fetch.write_json(meta, {"source_id": source.source_id, "rt_patch_id": patch.patch_id,
-                                    "origin": patch.origin, "auto": auto, "created": time.time()})
+            fetch.write_json(
+                meta,
+                {
+                    "source_id": source.source_id,
+                    "rt_patch_id": patch.patch_id,
+                    "origin": patch.origin,
+                    "auto": auto,
+                    "created": time.time(),
+                },
+            )
         return final
 
 
@@ -424,14 +448,22 @@ def _cached_auto(source: KernelSource, arch: str) -> tuple[Path, dict] | None:
     return best
 
 
-def prepare_rt_tree(source: KernelSource, arch: str, rt_patch: str | None = None, *,
-                    progress: Progress = None, base_url: str | None = None) -> RtTree:
+def prepare_rt_tree(
+    source: KernelSource,
+    arch: str,
+    rt_patch: str | None = None,
+    *,
+    progress: Progress = None,
+    base_url: str | None = None,
+) -> RtTree:
     """A tree of source in which PREEMPT_RT can be configured for arch."""
     support = detect_rt(source.path, arch)
     if rt_patch is None or (rt_patch == "auto" and support.supported):
         if not support.supported:
-            raise UserError(f"{source.spec} ({source.version}) cannot be made real-time for {arch} by configuration: "
-                            f"{support.reason}; pass --rt-patch auto (kernel.org's RT patch) or --rt-patch FILE")
+            raise UserError(
+                f"{source.spec} ({source.version}) cannot be made real-time for {arch} by configuration: "
+                f"{support.reason}; pass --rt-patch auto (kernel.org's RT patch) or --rt-patch FILE"
+            )
         notes = (f"{support.reason}: no RT patch needed",) if rt_patch == "auto" else ()
         return RtTree(source.path, source, support, None, notes=notes)
     if rt_patch != "auto":
@@ -439,7 +471,9 @@ def prepare_rt_tree(source: KernelSource, arch: str, rt_patch: str | None = None
         try:
             path = _apply(source, patch, arch, progress, auto=False)
         except _Failed as e:
-            raise UserError(f"the RT patch {patch.name} cannot be used on {source.spec} ({source.version}): {e}") from None
+            raise UserError(
+                f"the RT patch {patch.name} cannot be used on {source.spec} ({source.version}): {e}"
+            ) from None
         return RtTree(path, source, detect_rt(path, arch), patch)
     try:
         candidates = list_rt_candidates(source.version, base_url)
@@ -450,8 +484,13 @@ def prepare_rt_tree(source: KernelSource, arch: str, rt_patch: str | None = None
         tree, meta = cached
         # Offline: reuse what auto chose before; the patch is known by its cached id only.
         patch = RtPatch(meta["rt_patch_id"].split(" sha256:")[0], meta["origin"], meta["rt_patch_id"], (), (), False)
-        return RtTree(tree, source, detect_rt(tree, arch), patch,
-                      notes=(f"kernel.org unreachable: reusing the earlier choice {patch.name}",))
+        return RtTree(
+            tree,
+            source,
+            detect_rt(tree, arch),
+            patch,
+            notes=(f"kernel.org unreachable: reusing the earlier choice {patch.name}",),
+        )
     attempts: list[Attempt] = []
     for c in candidates:
         report(progress, f"trying {c.name}")
@@ -461,9 +500,18 @@ def prepare_rt_tree(source: KernelSource, arch: str, rt_patch: str | None = None
         except (_Failed, UserError) as e:
             attempts.append(Attempt(c.name, False, str(e)))
             continue
-        attempts.append(Attempt(c.name, True, "applies" if c.sublevel == source.version.sublevel
-                                else f"applies (made for {source.version.series}.{c.sublevel})"))
+        attempts.append(
+            Attempt(
+                c.name,
+                True,
+                "applies"
+                if c.sublevel == source.version.sublevel
+                else f"applies (made for {source.version.series}.{c.sublevel})",
+            )
+        )
         return RtTree(path, source, detect_rt(path, arch), patch, tuple(attempts))
     tried = "; ".join(f"{a.name}: {a.why}" for a in attempts) or "none found"
-    raise UserError(f"no RT patch from {rt_base_url(base_url)}/projects/rt/{source.version.series}/ applies to "
-                    f"{source.spec} ({source.version}): {tried}; pass --rt-patch FILE")
+    raise UserError(
+        f"no RT patch from {rt_base_url(base_url)}/projects/rt/{source.version.series}/ applies to "
+        f"{source.spec} ({source.version}): {tried}; pass --rt-patch FILE"
+    )

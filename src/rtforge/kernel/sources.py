@@ -9,9 +9,11 @@ Specs (``rtforge kernel build --source SPEC``):
                      a tag or a full commit hash; default: the remote's HEAD
     tar:PATH|URL     a .tar, .tar.gz, .tar.xz (.bz2, .zst) release tarball
     dir:PATH         a tree on disk, used in place and never written to
-    debian[:X.Y]     Debian's linux-source-X.Y (/usr/src/linux-source-X.Y.tar.xz),
-                     installed with apt-get when missing and running as root;
-                     without X.Y the newest one installed
+    debian[:X.Y|:latest]  Debian's linux-source-X.Y from any Debian suite
+                     (bookworm ... sid), downloaded and verified by apt into
+                     the cache (debian.py), or the installed one; :latest the
+                     newest series any suite offers; no version: the newest
+                     installed, else latest
 
 Every tree except dir: is extracted or checked out once into
 cache_dir()/kernel/src/<key>/ (layout: fetch.py) and reused; the tree is
@@ -53,7 +55,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from ..errors import UserError
-from . import fetch
+from . import debian, fetch
 from .fetch import Progress, report
 
 RPI_GIT_URL = "https://github.com/raspberrypi/linux"
@@ -139,8 +141,8 @@ def parse_source_spec(text: str) -> SourceSpec:
     if kind == "rpi":
         return SourceSpec("rpi", "", rest or None)
     if kind == "debian":
-        if sep and not re.fullmatch(r"\d+\.\d+", rest):
-            raise UserError(f"'{text}': the Debian source is debian or debian:X.Y, e.g. debian:6.12")
+        if sep and not re.fullmatch(r"\d+\.\d+|latest", rest):
+            raise UserError(f"'{text}': the Debian source is debian, debian:X.Y (e.g. debian:6.12) or debian:latest")
         return SourceSpec("debian", rest)
     if kind in ("git", "tar", "dir"):
         if not rest:
@@ -247,62 +249,13 @@ def _tar(spec: SourceSpec, progress: Progress) -> KernelSource:
     return _make_source(spec, tree, source_id, key, spec.location)
 
 
-def _debian_installed() -> list[str]:
-    """X.Y of every /usr/src/linux-source-X.Y.tar.xz, oldest first."""
-    found = [m.group(1) for p in Path("/usr/src").glob("linux-source-*.tar.xz")
-             if (m := re.fullmatch(r"linux-source-(\d+\.\d+)\.tar\.xz", p.name))]
-    return sorted(found, key=lambda s: tuple(int(x) for x in s.split(".")))
-
-
-def _dpkg_version(package: str) -> str | None:
-    p = subprocess.run(["dpkg-query", "-W", "-f=${db:Status-Abbrev}\t${Version}", package],
-                       capture_output=True, text=True)
-    if p.returncode != 0 or not p.stdout.startswith("ii"):
-        return None
-    return p.stdout.split("\t", 1)[1].strip()
-
-
-def _apt_install(package: str, progress: Progress) -> None:
-    if os.geteuid() != 0:
-        raise UserError(f"Debian's {package} is not installed: run `sudo apt-get install {package}` "
-                        "(or run rtforge as root, which installs it)")
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    report(progress, f"installing {package} with apt-get")
-    argv = ["apt-get", "install", "-y", "-q", package]
-    p = subprocess.run(argv, capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL)
-    if p.returncode != 0 and "Unable to locate package" in p.stderr:
-        report(progress, "apt-get update")          # a stale package list is the usual cause
-        subprocess.run(["apt-get", "update", "-q"], capture_output=True, env=env, stdin=subprocess.DEVNULL)
-        p = subprocess.run(argv, capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL)
-    if p.returncode != 0:
-        lines = (p.stderr.strip() or p.stdout.strip()).splitlines()
-        raise UserError(f"apt-get install {package} failed: {lines[-1] if lines else p.returncode} "
-                        "(`apt-cache search linux-source` lists the versions this system offers)")
-
-
 def _debian(spec: SourceSpec, progress: Progress) -> KernelSource:
-    if shutil.which("dpkg-query") is None:
-        raise UserError("debian: sources need Debian's dpkg and apt, which this system does not have; "
-                        "use tar: or git: instead")
-    series = spec.location or (_debian_installed() or [None])[-1]
-    if series is None:
-        _apt_install("linux-source", progress)      # the release's default kernel
-        series = (_debian_installed() or [None])[-1]
-        if series is None:
-            raise UserError("installing linux-source gave no /usr/src/linux-source-X.Y.tar.xz: use debian:X.Y")
-    package = f"linux-source-{series}"
-    archive = Path(f"/usr/src/{package}.tar.xz")
-    version = _dpkg_version(package)
-    if version is None or not archive.is_file():
-        _apt_install(package, progress)
-        version = _dpkg_version(package)
-        if version is None or not archive.is_file():
-            raise UserError(f"{package} is installed but {archive} is missing: reinstall it "
-                            f"(apt-get install --reinstall {package})")
-    key = fetch.safe_name(f"debian-{package}-{version}")
-    source_id = f"debian:{package}={version}"
-    tree = _extract_once(key, archive, source_id, str(archive), progress)
-    return _make_source(SourceSpec("debian", series), tree, source_id, key, str(archive))
+    src = debian.resolve(spec.location or None, progress)
+    key = fetch.safe_name(f"debian-{src.package}-{src.version}")
+    source_id = f"debian:{src.package}={src.version}"
+    origin = str(src.tarball) if src.origin == "installed" else f"{src.package} {src.version} ({src.origin})"
+    tree = _extract_once(key, src.tarball, source_id, origin, progress)
+    return _make_source(SourceSpec("debian", src.series), tree, source_id, key, origin)
 
 
 def _dir_identity(tree: Path) -> str:

@@ -42,6 +42,8 @@ static const char usage_text[] =
     "  -d, --duration-s N     stop after N seconds (default: until a signal)\n"
     "  -l, --loops N          stop after N wake-ups per CPU\n"
     "      --spike-ns N       log wake-ups later than N ns (default interval/2, 0 off)\n"
+    "      --phase together|spread  each thread starts its period as it starts, like\n"
+    "                         cyclictest (default), or CPUs spread evenly over the period\n"
     "      --checkpoint-s N   rewrite probe.json every N s (default 10)\n"
     "      --telemetry-s N    sample telemetry every N s (default 1, 0 off)\n"
     "      --dma-latency-us N value held in /dev/cpu_dma_latency (default 0, -1 off)\n"
@@ -221,7 +223,7 @@ int main(int argc, char **argv)
         { "dma-latency-us", 1, 0, 'D' }, { "out", 1, 0, 'o' }, { "raw", 1, 0, 'r' },
         { "sysroot", 1, 0, 'S' }, { "monitor", 0, 0, 'm' }, { "check", 0, 0, 'C' },
         { "meta", 0, 0, 'M' }, { "hist-stdin", 0, 0, 'H' }, { "version", 0, 0, 'V' },
-        { "help", 0, 0, 'h' }, { 0, 0, 0, 0 },
+        { "help", 0, 0, 'h' }, { "phase", 1, 0, 'f' }, { 0, 0, 0, 0 },
     };
     int o;
     while ((o = getopt_long(argc, argv, "i:p:c:d:l:h", opts, NULL)) != -1) {
@@ -234,6 +236,11 @@ int main(int argc, char **argv)
             else fail(EXIT_USAGE, "--policy wants fifo or rr, got '%s'", optarg);
             break;
         case 'c': cpus_arg = optarg; break;
+        case 'f':
+            if (!strcmp(optarg, "together")) cfg->phase_spread = 0;
+            else if (!strcmp(optarg, "spread")) cfg->phase_spread = 1;
+            else fail(EXIT_USAGE, "--phase wants together or spread, got '%s'", optarg);
+            break;
         case 'd': cfg->duration_ns = num("--duration-s", optarg, 1, 100LL * 24 * 3600) * NSEC_PER_SEC; break;
         case 'l': cfg->loops = (uint64_t)num("--loops", optarg, 1, INT64_MAX); break;
         case 's': spike = num("--spike-ns", optarg, 0, INT64_MAX); break;
@@ -328,7 +335,9 @@ int main(int argc, char **argv)
         fail(EXIT_PERM, "cannot lock memory (mlockall): %s", strerror(errno));
 
     r->start_real_ns = real_ns();
-    r->start_mono_ns = mono_ns() + 20 * 1000 * 1000; /* all threads up before the first wake */
+    /* spread: a common start, far enough ahead that every thread is up
+     * before its first wake-up; together: each thread starts its own period */
+    r->start_mono_ns = mono_ns() + (cfg->phase_spread ? 20 * 1000 * 1000 : 0);
     if (write_probe_json(r, "running"))
         fail(1, "cannot write %s/probe.json: %s", cfg->out_dir, strerror(errno));
     pthread_t writer;

@@ -102,6 +102,9 @@ struct config {
     const char *out_dir;
     const char *raw_path;
     int monitor_only;
+    int phase_spread;       /* 1: CPUs woken spread over the period; 0: each
+                             * thread starts its period when it starts, as
+                             * cyclictest's do (they wake nearly together) */
     int argc;
     char **argv;
 };

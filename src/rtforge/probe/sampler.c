@@ -64,12 +64,7 @@ void *sampler_main(void *arg)
     const struct config *cfg = &r->cfg;
     const int64_t iv = cfg->interval_ns;
     const int64_t start = r->start_mono_ns;
-    const int64_t end = cfg->duration_ns ? start + cfg->duration_ns : INT64_MAX;
-    /* CPUs are spread evenly over the period instead of woken in lock-step:
-     * cyclictest's threads start one after another and so never share a
-     * wake-up instant either, and lock-step wake-ups would measure
-     * contention between CPUs that a cyclictest run does not see. */
-    int64_t next = start + iv + iv * c->index / cfg->ncpus;
+    int64_t next;
     int64_t sec = -1, sec_end = start; /* per-second slot, by wake time */
     struct sec_slot *slot = &c->slots[0];
     uint64_t loops = 0;
@@ -78,6 +73,20 @@ void *sampler_main(void *arg)
     /* Fault the stack in now: a page fault inside the loop is latency. */
     volatile char stack_prefault[32 * 1024];
     memset((char *)stack_prefault, 0, sizeof stack_prefault);
+
+    /* Phase.  By default each thread starts its period when it starts, as
+     * cyclictest's threads do: created one after another, they wake within
+     * microseconds of each other, as the threads of a multi-threaded control
+     * loop would (and contend for the same wake-up instant).  --phase spread
+     * instead wakes the CPUs evenly spread over the period, from a common
+     * start, so no two ever share a wake-up instant. */
+    if (cfg->phase_spread)
+        next = start + iv + iv * c->index / cfg->ncpus;
+    else
+        next = mono_ns() + iv;
+    /* Every thread measures the whole duration from its own first period,
+     * so each gets duration / interval periods (as with --loops). */
+    const int64_t end = cfg->duration_ns ? next - iv + cfg->duration_ns : INT64_MAX;
 
     while (!__atomic_load_n(&r->stop, __ATOMIC_RELAXED)) {
         struct timespec ts = { (time_t)(next / NSEC_PER_SEC), (long)(next % NSEC_PER_SEC) };

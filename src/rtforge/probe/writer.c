@@ -95,10 +95,11 @@ int write_probe_json(struct run *r, const char *state)
             (long long)r->start_real_ns, (long long)elapsed, (long long)real_ns());
     fprintf(f, ",\"config\":{\"interval_ns\":%lld,\"priority\":%d,\"policy\":\"%s\",\"duration_ns\":%lld,"
                "\"loops\":%llu,\"spike_ns\":%llu,\"checkpoint_s\":%d,\"telemetry_s\":%d,\"dma_latency_us\":%d,"
-               "\"monitor_only\":%s,\"cpus\":[",
+               "\"monitor_only\":%s,\"phase\":\"%s\",\"cpus\":[",
             (long long)cfg->interval_ns, cfg->priority, policy_name(cfg->policy), (long long)cfg->duration_ns,
             (unsigned long long)cfg->loops, (unsigned long long)cfg->spike_ns, cfg->checkpoint_s,
-            cfg->telemetry_s, cfg->dma_latency_us, cfg->monitor_only ? "true" : "false");
+            cfg->telemetry_s, cfg->dma_latency_us, cfg->monitor_only ? "true" : "false",
+            cfg->phase_spread ? "spread" : "together");
     for (int i = 0; i < cfg->ncpus; i++)
         fprintf(f, "%s%d", i ? "," : "", cfg->cpus[i]);
     fprintf(f, "]},\"meta\":%s,\"hist\":{\"kind\":\"loglinear\",\"sub_bits\":%d},\"cpus\":[",

@@ -1,0 +1,148 @@
+#!/usr/bin/env python3
+"""The emulated Pi matrix: every Pi board's PREEMPT_RT kernel, built from
+current mainline with its own defconfig plus rtforge's rt and latency
+fragments, booted on each emulated Pi its board file names, with the probe
+running inside.
+
+    .venv/bin/python bench/pi_matrix.py [--boards pi1,pi4-64] [--sources debian:latest,debian:6.12]
+                                       [--json matrix.json]
+
+Sources: debian:latest (the newest linux-source Debian publishes) for every
+board, and debian:6.12 (the LTS series Raspberry Pi OS follows) for the
+arm64 boards; a board whose arch does not select ARCH_SUPPORTS_RT in a tree
+is reported as such.  Full defconfig builds take tens of minutes each on
+2 cores (hours for the matrix): run it outside CI, on a quiet machine.
+Builds are incremental (an unchanged re-run compiles nothing) and ccache is
+on, so the build time column is the time of this run; "objects" says how
+much it compiled.
+
+Prints one row per board x machine x source: build time, objects, booted,
+PREEMPT_RT in `uname -v`, probe samples.  Inside TCG the probe's latencies
+are emulation noise: the matrix shows that it runs, not how fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import traceback
+from datetime import datetime, timezone
+from pathlib import Path
+
+from rtforge.device.bundle import open_bundle
+from rtforge.errors import UserError
+from rtforge.kernel.boards import load_boards
+from rtforge.kernel.boottest import boot_test
+from rtforge.kernel.build import BuildSpec, build_kernel
+from rtforge.results.store import Store
+
+DEFAULT_SOURCES = ("debian:latest", "debian:6.12")
+
+
+def pi_boards() -> list:
+    """The Pi rows of the board files (mainline-arm64 shares pi4-64's mainline defconfig)."""
+    return [b for b in load_boards().values() if b.models and b.name != "mainline-arm64"]
+
+
+def sources_for(board, sources: list[str]) -> list[str]:
+    return [s for s in sources if s == "debian:latest" or board.arch == "arm64"]
+
+
+def run(boards: list, sources: list[str], dist: Path, store: Store, probe_s: int, timeout_s: int) -> list[dict]:
+    rows = []
+    for board in boards:
+        for source in sources_for(board, sources):
+            print(f"== {board.name} from {source}", flush=True)
+            t = time.monotonic()
+            try:
+                built = build_kernel(BuildSpec(board=board.name, source=source, dist=dist, debs=False),
+                                     progress=_progress(board.name))
+            except UserError as e:
+                rows.append({"board": board.name, "source": source, "machine": "-", "error": str(e),
+                             "build_s": round(time.monotonic() - t)})
+                print(f"   build failed: {e}", flush=True)
+                continue
+            build_s = time.monotonic() - t
+            print(f"   built {built.release} in {build_s / 60:.1f} min ({built.objects} objects)", flush=True)
+            bundle = open_bundle(built.dist)
+            try:
+                results = boot_test(bundle, store, timeout_s=timeout_s, probe_s=probe_s)
+            finally:
+                bundle.close()
+            for r in results:
+                samples = 0
+                if r.run_id:
+                    samples = sum(c.count for c in store.load(r.run_id).cpus)
+                rows.append({"board": board.name, "source": source, "release": built.release,
+                             "machine": r.machine + (" (stand-in)" if r.stand_in else ""),
+                             "build_s": round(build_s), "objects": built.objects, "booted": r.uname_v is not None,
+                             "preempt_rt": bool(r.uname_v and "PREEMPT_RT" in r.uname_v.split()),
+                             "probe_samples": samples, "passed": r.passed, "boot_s": round(r.seconds),
+                             "sentence": r.sentence, "console_log": str(r.console_log)})
+                print(f"   {r.machine}: {'passed' if r.passed else 'FAILED'}: {r.sentence}", flush=True)
+    return rows
+
+
+def _progress(name: str):
+    last = [0.0]
+
+    def show(what: str, done, total) -> None:
+        if time.monotonic() - last[0] > 60 or what != "compiling":
+            last[0] = time.monotonic()
+            count = f" {done}/{total}" if done is not None and total else ""
+            print(f"   [{name}] {what}{count}", flush=True)
+    return show
+
+
+def table(rows: list[dict]) -> str:
+    head = (
+        "| board | machine | source | release | build | objects | boots | PREEMPT_RT in uname -v | probe samples |\n"
+        "|---|---|---|---|---|---|---|---|---|"
+    )
+    lines = [head]
+    for r in rows:
+        if "error" in r:
+            lines.append(f"| {r['board']} | - | {r['source']} | - | failed: {r['error'][:80]} | | | | |")
+            continue
+        lines.append(
+            f"| {r['board']} | {r['machine']} | {r['source']} | {r['release']} | {r['build_s'] / 60:.1f} min "
+            f"| {r['objects']} | {'yes' if r['booted'] else 'no'} ({r['boot_s']} s) "
+            f"| {'yes' if r['preempt_rt'] else 'no'} | {r['probe_samples']} |"
+        )
+    return "\n".join(lines)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--boards", help="comma-separated board names (default: every Pi board)")
+    ap.add_argument("--sources", default=",".join(DEFAULT_SOURCES))
+    ap.add_argument("--dist", type=Path, default=Path("dist/matrix"))
+    ap.add_argument("--results-dir", type=Path, default=None, help="run store for the probe runs (default: rtforge's)")
+    ap.add_argument("--probe-s", type=int, default=3)
+    ap.add_argument("--timeout", type=int, default=900, help="seconds per boot")
+    ap.add_argument("--json", type=Path, help="also write the rows as JSON")
+    args = ap.parse_args()
+    boards = pi_boards()
+    if args.boards:
+        every = load_boards()
+        boards = [every[name] for name in args.boards.split(",")]  # in the order given
+    started = datetime.now(timezone.utc)
+    try:
+        rows = run(boards, args.sources.split(","), args.dist, Store(args.results_dir), args.probe_s, args.timeout)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except Exception:
+        traceback.print_exc()
+        return 1
+    print(f"\nEmulated Pi matrix, {started:%Y-%m-%d} (`python bench/pi_matrix.py`, {len(rows)} rows):\n")
+    print(table(rows))
+    if args.json:
+        args.json.write_text(json.dumps({"date": started.isoformat(timespec="seconds"), "rows": rows}, indent=1))
+    return 0 if all(r.get("passed") for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
