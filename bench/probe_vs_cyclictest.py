@@ -1,17 +1,25 @@
 #!/usr/bin/env python3
-"""Probe vs cyclictest, side by side in one run.
+"""Probe vs cyclictest, measured the way rtforge measures: paired rounds.
 
-Same interval, priority, CPUs and duration; the two alternate for N rounds
-each so that drift in the machine's state hits both alike.  Prints, per
-engine, the median over rounds of min, p99 and max latency (all CPUs as one
-population) and of CPU time per wake-up, then the ratios probe/cyclictest.
+Each round runs three measurements back to back through rtforge's own
+lifecycle (`run_latency`, the runner, this machine): the probe with its
+default phase (`together`: each CPU's thread starts its period as it
+starts, as cyclictest's threads do), the probe with `--phase spread`, and
+the real cyclictest -- same interval, priority, CPUs and duration, in an
+order that rotates from round to round so drift in the machine's state
+hits all three alike.  Per round it takes, all CPUs as one population:
+min, p99, p99.9 and max latency (the probe's values truncated to whole µs
+like cyclictest's) and the engine's CPU time per wake-up (the runner's
+`times` around the engine; cyclictest's telemetry probe is not counted).
 
-cyclictest measures in whole microseconds (truncated); the probe's values are
-truncated the same way here so the ratios compare like with like.
+Each probe/cyclictest ratio is the geometric mean of the per-round ratios,
+with a 95 % confidence interval from a bootstrap over the paired rounds
+(numpy).  Goal: every latency ratio's interval inside 0.9-1.1, CPU time
+per wake-up <= 1.0x.
 
-    .venv/bin/python bench/probe_vs_cyclictest.py [--rounds 5] [--seconds 10]
+    .venv/bin/python bench/probe_vs_cyclictest.py [--rounds 30] [--seconds 5] [--json out.json]
 
-Needs root (SCHED_FIFO).  Goal: latency ratios within 0.9-1.1, CPU ratio <= 1.0.
+Needs root (SCHED_FIFO).
 """
 
 from __future__ import annotations
@@ -19,81 +27,102 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
-import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
-from rtforge.measure.probebuild import build_probe
-from rtforge.measure.spec import format_cpu_list
-from rtforge.results.cyclictest import cpus_from_json
-from rtforge.results.model import RunResult
-from rtforge.results.probe_output import cpus_from_probe, read_probe_json
+import numpy as np
+
+from rtforge.measure.session import run_latency
+from rtforge.measure.spec import LatencySpec
+from rtforge.results.collect import engine_cpu_s
 from rtforge.results.stats import summarize_all
+from rtforge.results.store import Store
+
+MODES = {"together": ("probe", "together"), "spread": ("probe", "spread"), "cyclictest": ("cyclictest", "together")}
+METRICS = (("min_us", "min"), ("p99_us", "p99"), ("p999_us", "p99.9"), ("max_us", "max"),
+           ("cpu_ns_per_wakeup", "CPU time per wake-up"))
 
 
-def timed(argv: list[str]) -> float:
-    """Run argv; return the CPU time (user + system) it and its children used."""
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    if proc.returncode:
-        sys.exit(f"{argv[0]} failed ({proc.returncode}): {proc.stderr.read().decode().strip()}")
-    return usage.ru_utime + usage.ru_stime
+def measure(mode: str, a, store: Store) -> dict:
+    engine, phase = MODES[mode]
+    spec = LatencySpec(duration_s=a.seconds, interval_us=a.interval_us, priority=a.priority, engine=engine,
+                       phase=phase, histogram_us=a.histogram_us)
+    result = run_latency(spec, store)
+    if result.state != "complete":
+        sys.exit(f"{mode}: the run ended {result.state} ({result.end_reason})")
+    s = summarize_all(result)
+    cpu_s = engine_cpu_s(store.run_dir(result.run_id))
+    store.delete(result.run_id)
+
+    def us(ns):  # None: beyond cyclictest's histogram (that round then counts for the other figures only)
+        return None if ns is None else ns // 1000
+
+    return {"min_us": us(s.min_ns), "p99_us": us(s.p99_ns), "p999_us": us(s.p999_ns), "max_us": us(s.max_ns),
+            "wakeups": s.count, "cpu_ns_per_wakeup": cpu_s * 1e9 / s.count}
 
 
-def summary(cpus) -> dict:
-    s = summarize_all(RunResult(run_id="b", engine="b", state="complete", host="", start_time="", cpus=cpus))
-    return {"min_us": s.min_ns // 1000, "p99_us": s.p99_ns // 1000, "max_us": s.max_ns // 1000, "wakeups": s.count}
-
-
-def run_probe(probe: Path, a, cpus: list[int], tmp: Path) -> dict:
-    out = tmp / "probe"
-    cpu_s = timed([str(probe), "--out", str(out), "--interval-us", str(a.interval_us), "--priority",
-                   str(a.priority), "--cpus", format_cpu_list(cpus), "--duration-s", str(a.seconds)])
-    s = summary(cpus_from_probe(read_probe_json(out)))
-    return {**s, "cpu_ns_per_wakeup": cpu_s * 1e9 / s["wakeups"]}
-
-
-def run_cyclictest(a, cpus: list[int], tmp: Path) -> dict:
-    js = tmp / "ct.json"
-    hist_us = max(1000, 10 * a.interval_us)
-    cpu_s = timed(["cyclictest", "--mlockall", f"--priority={a.priority}", "--policy=fifo",
-                   f"--interval={a.interval_us}", "--distance=0", f"--threads={len(cpus)}",
-                   f"--affinity={format_cpu_list(cpus)}", f"--histogram={hist_us}", "--quiet",
-                   f"--json={js}", f"--duration={a.seconds}"])
-    s = summary(cpus_from_json(json.loads(js.read_text()), hist_us))
-    return {**s, "cpu_ns_per_wakeup": cpu_s * 1e9 / s["wakeups"]}
+def geo_ci(ratios: np.ndarray, resamples: int, rng: np.random.Generator) -> tuple[float, float, float]:
+    """Geometric mean of paired ratios and its 95 % bootstrap interval."""
+    logs = np.log(ratios)
+    idx = rng.integers(0, len(logs), size=(resamples, len(logs)))
+    boot = logs[idx].mean(axis=1)
+    lo, hi = np.percentile(boot, [2.5, 97.5])
+    return float(np.exp(logs.mean())), float(np.exp(lo)), float(np.exp(hi))
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--seconds", type=int, default=10)
+    ap.add_argument("--rounds", type=int, default=30)
+    ap.add_argument("--seconds", type=int, default=5)
     ap.add_argument("--interval-us", type=int, default=200)
     ap.add_argument("--priority", type=int, default=90)
+    ap.add_argument("--histogram-us", type=int, default=10_000,
+                    help="cyclictest -h: wide, so a loaded round keeps its p99.9")
+    ap.add_argument("--resamples", type=int, default=10_000)
+    ap.add_argument("--json", type=Path, help="write every round's figures here")
     a = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("run as root: both engines need SCHED_FIFO")
-    probe = build_probe()
-    cpus = sorted(os.sched_getaffinity(0))
-    res: dict[str, list[dict]] = {"probe": [], "cyclictest": []}
-    print(f"interval {a.interval_us} µs, priority {a.priority}, CPUs {format_cpu_list(cpus)}, "
-          f"{a.rounds} rounds × {a.seconds} s per engine, alternating", flush=True)
-    with tempfile.TemporaryDirectory() as d:
-        for i in range(a.rounds):
-            for engine in ("probe", "cyclictest") if i % 2 == 0 else ("cyclictest", "probe"):
-                r = run_probe(probe, a, cpus, Path(d)) if engine == "probe" else run_cyclictest(a, cpus, Path(d))
-                res[engine].append(r)
-                print(f"  round {i + 1} {engine:10} min {r['min_us']:4} µs  p99 {r['p99_us']:5} µs  "
-                      f"max {r['max_us']:6} µs  cpu {r['cpu_ns_per_wakeup']:7.0f} ns/wake-up", flush=True)
-    med = {e: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for e, rs in res.items()}
-    print("\nmedians            probe   cyclictest   probe/cyclictest")
-    for key, unit in (("min_us", "µs"), ("p99_us", "µs"), ("max_us", "µs"), ("cpu_ns_per_wakeup", "ns")):
-        p, c = med["probe"][key], med["cyclictest"][key]
-        ratio = p / c if c else float("nan")
-        print(f"  {key:18} {p:8.1f} {c:10.1f} {unit}   {ratio:6.2f}")
+    rows: dict[str, list[dict]] = {m: [] for m in MODES}
+    loads: list[float] = []
+    print(f"interval {a.interval_us} µs, priority {a.priority}, all CPUs, {a.rounds} rounds × 3 runs × "
+          f"{a.seconds} s, order rotating; load average at start {os.getloadavg()[0]:.2f}", flush=True)
+    t0 = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="rtforge-bench-") as tmp:
+        store = Store(Path(tmp) / "results")
+        order = list(MODES)
+        for r in range(a.rounds):
+            for mode in order[r % 3:] + order[:r % 3]:
+                rows[mode].append(measure(mode, a, store))
+            loads.append(os.getloadavg()[0])
+            line = "  ".join(f"{m} p99 {rows[m][-1]['p99_us']} max {rows[m][-1]['max_us']} "
+                             f"cpu {rows[m][-1]['cpu_ns_per_wakeup']:6.0f} ns" for m in MODES)
+            print(f"round {r + 1:3}: {line}  (load {loads[-1]:.1f})", flush=True)
+            if a.json:  # kept as it goes: a long bench stopped early still says what it saw
+                a.json.write_text(json.dumps({"args": {k: str(v) for k, v in vars(a).items()}, "rows": rows,
+                                              "load": loads}, indent=1))
+    rng = np.random.default_rng(1)
+    print(f"\n{a.rounds} paired rounds in {(time.monotonic() - t0) / 60:.1f} min; load average "
+          f"{min(loads):.1f}-{max(loads):.1f} (median {float(np.median(loads)):.1f})")
+    print("geometric mean of per-round ratios to cyclictest, [95 % bootstrap interval]")
+    print(f"{'':22}{'together/cyclictest':>30}{'spread/cyclictest':>30}")
+    summary = {}
+    for key, name in METRICS:
+        ct = np.array([row[key] or 0 for row in rows["cyclictest"]], dtype=float)
+        cells = []
+        for mode in ("together", "spread"):
+            v = np.array([row[key] or 0 for row in rows[mode]], dtype=float)
+            ok = (ct > 0) & (v > 0)
+            g, lo, hi = geo_ci(v[ok] / ct[ok], a.resamples, rng)
+            summary[f"{mode}/{key}"] = (g, lo, hi)
+            cells.append(f"{g:.3f} [{lo:.3f}, {hi:.3f}]")
+        medians = "  ".join(f"{m} {np.median([row[key] for row in rows[m] if row[key]]):.0f}" for m in MODES)
+        print(f"{name:22}{cells[0]:>30}{cells[1]:>30}   medians: {medians}")
+    if a.json:
+        a.json.write_text(json.dumps({"args": {k: str(v) for k, v in vars(a).items()}, "rows": rows, "load": loads,
+                                      "summary": summary}, indent=1))
 
 
 if __name__ == "__main__":

@@ -29,15 +29,16 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.sshd: the loopback "board"
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.support.sshd: the loopback "board"
 
-from rtforge.measure import remote  # noqa: E402
+from rtforge.device import SshTransport  # noqa: E402
+from rtforge.measure import session  # noqa: E402
+from rtforge.measure.launch import start_run  # noqa: E402
 from rtforge.measure.session import run_latency  # noqa: E402
 from rtforge.measure.spec import LatencySpec  # noqa: E402
 from rtforge.results.stats import summarize_all  # noqa: E402
 from rtforge.results.store import Store  # noqa: E402
-from rtforge.target import SshTransport  # noqa: E402
-from tests.sshd import make_sshd  # noqa: E402
+from tests.support.sshd import make_sshd  # noqa: E402
 
 TICK_S = 1 / os.sysconf("SC_CLK_TCK")
 
@@ -85,10 +86,11 @@ def latency(result) -> tuple[float, float]:
 
 def run_local(a, store: Store) -> dict:
     spec = LatencySpec(duration_s=a.seconds, interval_us=a.interval_us)
-    c0 = resource.getrusage(resource.RUSAGE_SELF)
+    c0 = own_cpu_s()
     result = run_latency(spec, store)
-    c1 = resource.getrusage(resource.RUSAGE_SELF)
-    host = (c1.ru_utime + c1.ru_stime) - (c0.ru_utime + c0.ru_stime)  # the probe is a child: not counted
+    # rtforge and the commands it ran (the runner's status polls); the runner
+    # and the probe are not its children (detached), so they are not counted
+    host = own_cpu_s() - c0
     p99, mx = latency(result)
     return {"p99_us": p99, "max_us": mx, "host_cpu_s_per_min": host * 60 / a.seconds}
 
@@ -97,23 +99,23 @@ def run_remote(a, sshd, store: Store) -> dict:
     spec = LatencySpec(duration_s=a.seconds, interval_us=a.interval_us)
     t = SshTransport(a.login, ssh_config=sshd.ssh_config)
     c0 = own_cpu_s()
-    started = remote.start_remote_run(spec, t, store)
+    started = start_run(spec, store, t)
     master = t.master_pid()
     m0 = proc_cpu_s(master) if master else 0.0
     c1, board0, w0, polls = own_cpu_s(), tree_cpu_s(sshd.proc.pid), time.monotonic(), 0
     real_poll = started.run.poll
 
-    def counted():
+    def counted(progress=True):
         nonlocal polls
         polls += 1
-        return real_poll()
+        return real_poll(progress)
 
     started.run.poll = counted
-    remote.follow(started.run, spec.expected_s, poll_s=a.poll_s)
+    session.follow(started.run, spec.expected_s, poll_s=a.poll_s)
     board_poll_s, wall = tree_cpu_s(sshd.proc.pid) - board0, time.monotonic() - w0
     m1 = proc_cpu_s(master) if master else 0.0
     c2 = own_cpu_s()
-    result = remote.collect(started.run, store)
+    result = session.collect(started.run, store)
     t.close()
     p99, mx = latency(result)
     return {"p99_us": p99, "max_us": mx,
@@ -128,7 +130,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--seconds", type=int, default=10)
     ap.add_argument("--interval-us", type=int, default=200)
-    ap.add_argument("--poll-s", type=float, default=remote.POLL_S)
+    ap.add_argument("--poll-s", type=float, default=session.BOARD_POLL_S)
     # rtforge-ci's login shell is /bin/sh, like a lean board's.  Root here
     # has a .bashrc that runs pyenv, which bash sources for every SSH
     # command: ~120 ms of CPU per command that no board would pay.
@@ -159,9 +161,12 @@ def main() -> None:
     for key, name in (("p99_us", "p99 µs"), ("max_us", "max µs"), ("host_cpu_s_per_min", "host CPU s / min")):
         lo, re_ = med("local", key), med("remote", key)
         print(f"{name:24}{lo:10.2f}{re_:10.2f}{re_ / lo if lo else float('nan'):11.2f}")
-    print(f"host CPU once per run (start: checks, upload; end: verified fetch): {med('remote', 'host_once_cpu_s'):.2f} s")
-    print(f"board CPU per poll: {med('remote', 'board_ms_per_poll'):.1f} ms; polling costs the board "
-          f"{med('remote', 'board_poll_pct'):.2f} % of one CPU (goal < 0.5 %)")
+    once = med("remote", "host_once_cpu_s")
+    print(f"host CPU once per run (start: checks, upload; end: verified fetch): {once:.2f} s")
+    print(
+        f"board CPU per poll: {med('remote', 'board_ms_per_poll'):.1f} ms; polling costs the board "
+        f"{med('remote', 'board_poll_pct'):.2f} % of one CPU (goal < 0.5 %)"
+    )
 
 
 if __name__ == "__main__":

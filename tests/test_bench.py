@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import struct
 import subprocess
@@ -44,7 +43,12 @@ def solve(binary, n, threads, *prefix) -> dict:
 
 
 def workdirs() -> set[str]:
-    return {p.name for p in TMP.glob("rtforge-bench.*")}
+    """Run folders on the loopback board, and what older rtforge left in /tmp."""
+    from .support.remoteboard import RUNS
+
+    return {p.name for p in TMP.glob("rtforge-bench.*")} | (
+        {p.name for p in RUNS.iterdir()} if RUNS.exists() else set()
+    )
 
 
 def processes(needle: str) -> list[int]:
@@ -62,10 +66,16 @@ def processes(needle: str) -> list[int]:
     return found
 
 
-def solvers(n: int) -> list[int]:
-    """Solver processes for N=n started from a bench work directory."""
-    return [pid for pid in processes(f"{TMP}/rtforge-bench.") if f"/nqueens --n {n} " in
-            Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")]
+def solvers(n: int, under: Path) -> list[int]:
+    """Solver processes for N=n started by a benchmark's step script in a run folder under `under`."""
+    found = []
+    for pid in processes(f"./nqueens --n {n} "):
+        try:
+            if Path(os.readlink(f"/proc/{pid}/cwd")).is_relative_to(under):
+                found.append(pid)
+        except OSError:
+            pass
+    return found
 
 
 def wait_for(predicate, timeout=10.0, step=0.05):
@@ -78,6 +88,7 @@ def wait_for(predicate, timeout=10.0, step=0.05):
 
 
 # -- the solver -------------------------------------------------------------------
+
 
 def test_solution_counts_are_oeis_a000170(solver):
     for n in range(1, 12):
@@ -147,7 +158,7 @@ def elf_facts(path: Path) -> tuple[int, bool]:
     data = path.read_bytes()
     assert data[:4] == b"\x7fELF" and data[4] == 2
     machine = struct.unpack_from("<H", data, 18)[0]
-    phoff, = struct.unpack_from("<Q", data, 32)
+    (phoff,) = struct.unpack_from("<Q", data, 32)
     phentsize, phnum = struct.unpack_from("<HH", data, 54)
     types = [struct.unpack_from("<I", data, phoff + i * phentsize)[0] for i in range(phnum)]
     return machine, 3 in types
@@ -171,6 +182,7 @@ def test_solver_ends_when_its_reader_goes_away(solver):
 
 # -- the library ----------------------------------------------------------------
 
+
 def test_bench_here_is_stored_as_a_run(store):
     before = workdirs()
     r = run_bench(BenchSpec(n=9, threads=[1, "all"], repeat=3, warmup=1, stress_s=1, label="stock"), store)
@@ -182,15 +194,19 @@ def test_bench_here_is_stored_as_a_run(store):
         assert entry["solutions"] == 352
         assert len(entry["elapsed_ns"]) == 3 and len(entry["cpu_ns"]) == 3 and len(entry["warmup_elapsed_ns"]) == 1
     stress = r.bench["stress_ng"]
-    assert stress["method"] == "matrixprod" and stress["version"] in subprocess.run(
-        ["stress-ng", "--version"], capture_output=True, text=True).stdout
+    assert (
+        stress["method"] == "matrixprod"
+        and stress["version"] in subprocess.run(["stress-ng", "--version"], capture_output=True, text=True).stdout
+    )
     for run in stress["runs"]:
         assert run["bogo_ops"] > 0 and run["real_s"] == pytest.approx(1, abs=0.5)
         assert run["bogo_ops_per_s"] == pytest.approx(run["bogo_ops"] / run["real_s"], rel=0.02)
     assert any("takes only" in w and "--n" in w for w in r.warnings)  # N=9 is far too short to time
-    assert workdirs() == before  # the private directory is gone
+    assert workdirs() == before
+    # the store keeps the results, not the programs that made them
+    assert sorted(p.name for p in store.run_dir(r.run_id).iterdir()) == ["raw", "result.json"]
     again = store.load(r.run_id)
-    assert again.bench == r.bench and again.format_version == FORMAT_VERSION == 2
+    assert again.bench == r.bench and again.format_version == FORMAT_VERSION >= 2  # bench runs came with 2
     row = next(x for x in store.list() if x.run_id == r.run_id)
     assert row.kind == "bench" and row.max_ns is None and row.p99_ns is None
     assert row.duration_s == pytest.approx(r.duration_s) and row.duration_s > 2  # two 1 s stress-ng runs
@@ -226,15 +242,26 @@ def test_bench_on_a_board_over_ssh(board, store):
 
 def start_cli(tmp_path, *argv) -> subprocess.Popen:
     env = {**os.environ, "RTFORGE_RESULTS_DIR": str(tmp_path / "results")}
-    return subprocess.Popen([sys.executable, "-m", "rtforge", *argv], env=env, start_new_session=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "rtforge", *argv],
+        env=env,
+        start_new_session=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def interrupt_mid_solve(tmp_path, *argv):
+    from .support.remoteboard import RUNS
+
     before = workdirs()
+    under = RUNS if argv else tmp_path  # the board's run folders, or this machine's: the test's store
     p = start_cli(tmp_path, "bench", "cpu", *argv, "--n", "16", "--threads", "1", "--warmup", "0", "--stress-s", "0")
     try:
-        assert wait_for(lambda: solvers(16), 60), p.stderr.read() if p.poll() is not None else "the solver never started"
+        assert wait_for(lambda: solvers(16, under), 60), (
+            p.stderr.read() if p.poll() is not None else "the solver never started"
+        )
         os.killpg(p.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
         _, err = p.communicate(timeout=30)
     finally:
@@ -242,7 +269,7 @@ def interrupt_mid_solve(tmp_path, *argv):
             os.killpg(p.pid, signal.SIGKILL)
     assert p.returncode == 130, err
     assert "nothing was stored" in err
-    assert wait_for(lambda: not solvers(16), 5), "the solver outlived the interrupt"
+    assert wait_for(lambda: not solvers(16, under), 5), "the solver outlived the interrupt"
     assert workdirs() == before
     assert Store(tmp_path / "results").list() == []
 
@@ -259,8 +286,12 @@ def test_ctrl_c_stops_the_solver_on_the_board(tmp_path, sshd):
 @pytest.mark.root
 def test_solver_dies_with_its_ssh_session(sshd, solver):
     """No explicit kill: the session's end alone stops a solve on the board."""
-    p = subprocess.Popen(["ssh", "-F", str(sshd.ssh_config), "board", str(solver), "--n", "16", "--threads", "1"],
-                         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    p = subprocess.Popen(
+        ["ssh", "-F", str(sshd.ssh_config), "board", str(solver), "--n", "16", "--threads", "1"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     try:
         pids = wait_for(lambda: processes(f"{solver} --n 16"), 20)
         assert pids, "the solver never started"
@@ -276,13 +307,15 @@ def test_missing_stress_ng_is_named_or_skipped(store, tmp_path, monkeypatch, sol
     solver and probe fixtures build first, while the compiler is on PATH)."""
     tools = tmp_path / "bin"
     tools.mkdir()
-    for tool in ("sh", "uname", "mktemp", "nproc", "rm", "cat", "tr", "sha256sum", "chmod", "sync", "mv",
-                 "dirname", "kill", "sleep"):
-        if found := shutil.which(tool):
-            (tools / tool).symlink_to(found)
+    for folder in ("/usr/local/bin", "/usr/bin", "/bin", "/usr/sbin", "/sbin"):
+        for tool in Path(folder).iterdir() if Path(folder).is_dir() else []:
+            if tool.name != "stress-ng" and not (tools / tool.name).exists() and os.access(tool, os.X_OK):
+                (tools / tool.name).symlink_to(tool)
     monkeypatch.setenv("PATH", str(tools))
     spec = BenchSpec(n=8, threads=[1], repeat=1, warmup=0, stress_s=1)
-    with pytest.raises(UserError, match=r"stress-ng is not installed on this machine.*apt install stress-ng.*--stress-optional"):
+    with pytest.raises(
+        UserError, match=r"stress-ng is not installed on this machine.*apt install stress-ng.*--stress-optional"
+    ):
         run_bench(spec, store)
     assert store.list() == []
     spec.stress_optional = True
@@ -293,18 +326,32 @@ def test_missing_stress_ng_is_named_or_skipped(store, tmp_path, monkeypatch, sol
 
 # -- reading stress-ng ------------------------------------------------------------
 
+
 def test_stress_ng_metrics_formats():
-    real = subprocess.run(["stress-ng", "--cpu", "1", "--cpu-method", "matrixprod", "--metrics-brief", "--timeout", "1s"],
-                          capture_output=True, text=True)
+    real = subprocess.run(
+        ["stress-ng", "--cpu", "1", "--cpu-method", "matrixprod", "--metrics-brief", "--timeout", "1s"],
+        capture_output=True,
+        text=True,
+    )
     m = parse_stress_ng_metrics(real.stdout + real.stderr)
     assert m["bogo_ops"] > 0 and m["real_s"] == pytest.approx(1, abs=0.5)
     # before 0.15 the rows were "info:" lines; 0.17 appends CPU % and RSS columns
-    old = ("stress-ng: info:  [2513] stressor       bogo ops real time  usr time  sys time   bogo ops/s   bogo ops/s\n"
-           "stress-ng: info:  [2513] cpu                4024     10.00     10.20      0.00       402.40       394.51\n")
-    new = ("stress-ng: metrc: [77] stressor       bogo ops real time  usr time  sys time   bogo ops/s     bogo ops/s CPU used per       RSS Max\n"
-           "stress-ng: metrc: [77] cpu                 812     10.01      9.98      0.01        81.12          81.29        99.80          4352\n")
-    assert parse_stress_ng_metrics(old) == {"bogo_ops": 4024, "real_s": 10.0, "usr_s": 10.2, "sys_s": 0.0,
-                                            "bogo_ops_per_s": 402.4, "bogo_ops_per_cpu_s": 394.51}
+    old = (
+        "stress-ng: info:  [2513] stressor       bogo ops real time  usr time  sys time   bogo ops/s   bogo ops/s\n"
+        "stress-ng: info:  [2513] cpu                4024     10.00     10.20      0.00       402.40       394.51\n"
+    )
+    new = (
+        "stress-ng: metrc: [77] stressor       bogo ops real time  usr time  sys time   bogo ops/s     bogo ops/s CPU used per       RSS Max\n"  # noqa: E501 (verbatim)
+        "stress-ng: metrc: [77] cpu                 812     10.01      9.98      0.01        81.12          81.29        99.80          4352\n"  # noqa: E501 (verbatim)
+    )
+    assert parse_stress_ng_metrics(old) == {
+        "bogo_ops": 4024,
+        "real_s": 10.0,
+        "usr_s": 10.2,
+        "sys_s": 0.0,
+        "bogo_ops_per_s": 402.4,
+        "bogo_ops_per_cpu_s": 394.51,
+    }
     assert parse_stress_ng_metrics(new)["bogo_ops_per_s"] == 81.12
     with pytest.raises(ValueError):
         parse_stress_ng_metrics("stress-ng: info:  [1] dispatching hogs: 1 cpu\n")
@@ -312,20 +359,68 @@ def test_stress_ng_metrics_formats():
 
 # -- stored runs: show, runs, compare -------------------------------------------
 
-def bench_run(store: Store, label: str, medians_s: dict[int, float], ops: dict[int, float] | None = None,
-              n: int = 12, preempt: str = "rt") -> RunResult:
+
+def bench_run(
+    store: Store,
+    label: str,
+    medians_s: dict[int, float],
+    ops: dict[int, float] | None = None,
+    n: int = 12,
+    preempt: str = "rt",
+) -> RunResult:
     """A bench run whose 5 solve times per thread count have the given median."""
-    nq = [{"threads": t, "solutions": A000170[n - 1], "warmup_elapsed_ns": [],
-           "elapsed_ns": [round(m * 1e9 * f) for f in (1.02, 0.97, 1.0, 1.05, 0.99)],
-           "cpu_ns": [round(m * 1e9 * t * 0.98)] * 5} for t, m in medians_s.items()]
-    stress = {"version": "0.15.06", "method": "matrixprod", "duration_s": 10,
-              "runs": [{"threads": t, "bogo_ops": round(v * 10), "real_s": 10.0, "usr_s": 10.0 * t, "sys_s": 0.0,
-                        "bogo_ops_per_s": v, "bogo_ops_per_cpu_s": v / t} for t, v in ops.items()]} if ops else None
-    r = RunResult(run_id=store.new_run_id("pi4"), engine="nqueens", state="complete", host="pi4",
-                  start_time="2026-01-01T00:00:00+00:00", kind="bench", label=label, duration_s=600.0,
-                  config={"n": n, "threads": list(medians_s)}, system={"kernel_release": "6.12.0", "preempt_model": preempt},
-                  bench={"benchmark": "nqueens", "n": n, "solutions_expected": A000170[n - 1], "repeat": 5, "warmup": 1,
-                         "nqueens": nq, "stress_ng": stress})
+    nq = [
+        {
+            "threads": t,
+            "solutions": A000170[n - 1],
+            "warmup_elapsed_ns": [],
+            "elapsed_ns": [round(m * 1e9 * f) for f in (1.02, 0.97, 1.0, 1.05, 0.99)],
+            "cpu_ns": [round(m * 1e9 * t * 0.98)] * 5,
+        }
+        for t, m in medians_s.items()
+    ]
+    stress = (
+        {
+            "version": "0.15.06",
+            "method": "matrixprod",
+            "duration_s": 10,
+            "runs": [
+                {
+                    "threads": t,
+                    "bogo_ops": round(v * 10),
+                    "real_s": 10.0,
+                    "usr_s": 10.0 * t,
+                    "sys_s": 0.0,
+                    "bogo_ops_per_s": v,
+                    "bogo_ops_per_cpu_s": v / t,
+                }
+                for t, v in ops.items()
+            ],
+        }
+        if ops
+        else None
+    )
+    r = RunResult(
+        run_id=store.new_run_id("pi4"),
+        engine="nqueens",
+        state="complete",
+        host="pi4",
+        start_time="2026-01-01T00:00:00+00:00",
+        kind="bench",
+        label=label,
+        duration_s=600.0,
+        config={"n": n, "threads": list(medians_s)},
+        system={"kernel_release": "6.12.0", "preempt_model": preempt},
+        bench={
+            "benchmark": "nqueens",
+            "n": n,
+            "solutions_expected": A000170[n - 1],
+            "repeat": 5,
+            "warmup": 1,
+            "nqueens": nq,
+            "stress_ng": stress,
+        },
+    )
     store.save(r)
     return r
 
@@ -336,12 +431,17 @@ def test_compare_says_what_rt_costs(store):
     rt = bench_run(store, "RT", {1: 67.6, 4: 24.3}, {1: 990.0, 4: 3600.0})
     rows = compare_bench([stock, rt])
     assert rows[0]["versus_first"] == "first run"
-    assert rows[1]["versus_first"] == ("RT is 1.11× slower multi-thread, 1.01× slower single-thread; "
-                                       "stress-ng: 1.10× slower multi-thread, 1.01× slower single-thread")
+    assert rows[1]["versus_first"] == (
+        "RT is 1.11× slower multi-thread, 1.01× slower single-thread; "
+        "stress-ng: 1.10× slower multi-thread, 1.01× slower single-thread"
+    )
     four = next(t for t in rows[1]["threads"] if t["threads"] == 4)
     assert four["median_s"] == pytest.approx(24.3) and four["time_ratio_to_first"] == pytest.approx(24.3 / 21.8)
     faster = bench_run(store, "tuned", {1: 60.0, 4: 21.8})
-    assert compare_bench([stock, faster])[1]["versus_first"] == "tuned is same speed multi-thread, 1.11× faster single-thread"
+    assert (
+        compare_bench([stock, faster])[1]["versus_first"]
+        == "tuned is same speed multi-thread, 1.11× faster single-thread"
+    )
 
 
 def test_cli_show_runs_and_compare_bench_runs(store, capsys):
@@ -374,16 +474,23 @@ def test_cli_show_runs_and_compare_bench_runs(store, capsys):
 
 def test_latency_and_bench_runs_do_not_mix(store, capsys):
     bench = bench_run(store, "RT", {1: 67.6})
-    latency = RunResult(run_id=store.new_run_id("pi4"), engine="probe", state="complete", host="pi4",
-                        start_time="2026-01-01T00:00:00+00:00")
+    latency = RunResult(
+        run_id=store.new_run_id("pi4"),
+        engine="probe",
+        state="complete",
+        host="pi4",
+        start_time="2026-01-01T00:00:00+00:00",
+    )
     store.save(latency)
     other_n = bench_run(store, "N10", {1: 0.5}, n=10)
     root = ["--results-dir", str(store.root)]
-    for argv, says in ((["compare", bench.run_id, latency.run_id], "do not compare"),
-                       (["compare", latency.run_id, bench.run_id], "do not compare"),
-                       (["compare", bench.run_id, other_n.run_id], "solved different problems"),
-                       (["plot", bench.run_id, "-o", str(store.root / "x.svg")], "is a CPU benchmark"),
-                       (["report", bench.run_id, "-o", str(store.root / "x.html")], "is a CPU benchmark")):
+    for argv, says in (
+        (["compare", bench.run_id, latency.run_id], "do not compare"),
+        (["compare", latency.run_id, bench.run_id], "do not compare"),
+        (["compare", bench.run_id, other_n.run_id], "solved different problems"),
+        (["plot", bench.run_id, "-o", str(store.root / "x.svg")], "is a CPU benchmark"),
+        (["report", bench.run_id, "-o", str(store.root / "x.html")], "is a CPU benchmark"),
+    ):
         capsys.readouterr()
         assert main([*argv, *root]) == 2, argv
         err = capsys.readouterr().err.strip()
@@ -394,15 +501,47 @@ def test_latency_and_bench_runs_do_not_mix(store, capsys):
 def test_format_version_1_files_still_load(store, capsys):
     """A result.json as rtforge wrote it before bench runs existed."""
     run_id = "20251101-120000-pi-0001"
-    v1 = {"run_id": run_id, "engine": "probe", "state": "complete", "host": "pi", "start_time": "2025-11-01T12:00:00+00:00",
-          "kind": "latency", "label": "old", "end_reason": None, "duration_s": 60.0, "requested": {"duration_s": 60},
-          "config": {"interval_us": 200, "loads": []}, "system": {"kernel_release": "6.6.0"}, "reproducer": None,
-          "engine_argv": [], "cpus": [{"cpu": 0, "count": 3, "min_ns": 1000, "max_ns": 5000, "sum_ns": 9000,
-                                       "overruns": 0, "spikes": 0, "spikes_dropped": 0,
-                                       "hist": {"buckets": [[1000, 1000, 1], [3000, 3000, 1], [5000, 5000, 1]],
-                                                "overflow": 0, "range_max_ns": None}}],
-          "series": None, "telemetry": None, "top_spikes": [], "warnings": [], "source": None, "owner": None,
-          "format_version": 1, "partial": False}
+    v1 = {
+        "run_id": run_id,
+        "engine": "probe",
+        "state": "complete",
+        "host": "pi",
+        "start_time": "2025-11-01T12:00:00+00:00",
+        "kind": "latency",
+        "label": "old",
+        "end_reason": None,
+        "duration_s": 60.0,
+        "requested": {"duration_s": 60},
+        "config": {"interval_us": 200, "loads": []},
+        "system": {"kernel_release": "6.6.0"},
+        "reproducer": None,
+        "engine_argv": [],
+        "cpus": [
+            {
+                "cpu": 0,
+                "count": 3,
+                "min_ns": 1000,
+                "max_ns": 5000,
+                "sum_ns": 9000,
+                "overruns": 0,
+                "spikes": 0,
+                "spikes_dropped": 0,
+                "hist": {
+                    "buckets": [[1000, 1000, 1], [3000, 3000, 1], [5000, 5000, 1]],
+                    "overflow": 0,
+                    "range_max_ns": None,
+                },
+            }
+        ],
+        "series": None,
+        "telemetry": None,
+        "top_spikes": [],
+        "warnings": [],
+        "source": None,
+        "owner": None,
+        "format_version": 1,
+        "partial": False,
+    }
     d = store.run_dir(run_id)
     d.mkdir(parents=True)
     (d / "result.json").write_text(json.dumps(v1))
@@ -415,19 +554,23 @@ def test_format_version_1_files_still_load(store, capsys):
 
 # -- bad input ------------------------------------------------------------------------
 
-@pytest.mark.parametrize("argv, says", [
-    (["--n", "3"], "--n 3 is out of range"),
-    (["--n", "17"], "--n 17 is out of range"),
-    (["--n", "twelve"], "'twelve' is not a valid integer"),
-    (["--threads", "0"], "not a list of thread counts"),
-    (["--threads", "1,x"], "not a list of thread counts"),
-    (["--threads", ""], "not a list of thread counts"),
-    (["--repeat", "0"], "--repeat 0 is out of range"),
-    (["--stress-s", "-1"], "--stress-s -1 is out of range"),
-    (["--ssh-config", "/etc/hostname"], "give the HOST too"),
-    (["no-such-host.invalid"], "cannot reach no-such-host.invalid over SSH"),
-    (["a b"], "is not a host to connect to"),
-])
+
+@pytest.mark.parametrize(
+    "argv, says",
+    [
+        (["--n", "3"], "--n 3 is out of range"),
+        (["--n", "17"], "--n 17 is out of range"),
+        (["--n", "twelve"], "'twelve' is not a valid integer"),
+        (["--threads", "0"], "not a list of thread counts"),
+        (["--threads", "1,x"], "not a list of thread counts"),
+        (["--threads", ""], "not a list of thread counts"),
+        (["--repeat", "0"], "--repeat 0 is out of range"),
+        (["--stress-s", "-1"], "--stress-s -1 is out of range"),
+        (["--ssh-config", "/etc/hostname"], "give the HOST too"),
+        (["no-such-host.invalid"], "cannot reach no-such-host.invalid over SSH"),
+        (["a b"], "is not a host to connect to"),
+    ],
+)
 def test_bad_input_is_one_sentence_and_exit_2(tmp_path, capsys, argv, says):
     before = workdirs()
     capsys.readouterr()

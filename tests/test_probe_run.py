@@ -158,3 +158,33 @@ def test_bad_arguments_exit_2(probe, tmp_path, args, message):
     r = run_probe(probe, "--out", tmp_path / "run", *args)
     assert r.returncode == 2
     assert message in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("phase", ["together", "spread"])
+def test_phase_decides_when_each_cpu_wakes(probe, tmp_path, phase):
+    """spread: CPU i wakes i/n of a period after CPU 0, from a common start;
+    together (the default): each thread starts its own period when it starts,
+    as cyclictest's do, so the threads' phases differ only by how long
+    creating them took.  Every wake-up is logged (spike threshold 1 ns) with
+    its expected time, which carries the phase."""
+    out = tmp_path / "run"
+    args = ["--out", out, "--interval-us", 1000, "--duration-s", 1, "--spike-ns", 1]
+    r = run_probe(probe, *args, *(["--phase", phase] if phase == "spread" else []))
+    assert r.returncode == 0, r.stderr
+    doc = read_probe_json(out)
+    assert doc["config"]["phase"] == phase
+    spikes = np.loadtxt(out / "spikes.csv", delimiter=",", skiprows=1, dtype=np.int64, ndmin=2)
+    cpus = doc["config"]["cpus"]
+    phases = {}
+    for i, cpu in enumerate(cpus):
+        t = spikes[spikes[:, 0] == cpu][:, 1]
+        assert len(set((t % 1_000_000).tolist())) == 1  # one fixed phase per thread
+        phases[cpu] = int(t[0] % 1_000_000)
+        if phase == "spread":
+            assert phases[cpu] == 1_000_000 * i // len(cpus)
+        else:
+            assert 1_000_000 <= int(t[0]) < 1_000_000 + 50_000_000  # its first period starts as it starts
+    if phase == "together" and len(cpus) > 1:
+        # created one after another: the later thread's phase lags, by the creation time only
+        first = [int(spikes[spikes[:, 0] == cpu][0, 1]) for cpu in cpus]
+        assert first == sorted(first) and first[-1] - first[0] < 50_000_000

@@ -1,44 +1,64 @@
-# rtforge runner: one latency run on a board, independent of the SSH session
-# that started it.  POSIX sh only (dash, busybox ash): a board needs no
-# Python.  rtforge uploads this file with the probe into the run's directory
-# and calls it as `sh runner.sh COMMAND DIR [ARGS]`; `busy` and `list` are
-# also run from the text itself, before a run directory exists.
+# shellcheck shell=sh
+# rtforge runner: one run (a latency measurement or a benchmark) on a
+# target, independent of the rtforge (and SSH session) that started it.
+# POSIX sh only (dash, busybox ash): a board needs no Python.  It runs the
+# same way on a board over SSH and on this machine: rtforge copies this file
+# with the programs into the run's directory and calls it as
+# `sh runner.sh COMMAND DIR [ARGS]`; `busy` and `list` also run from the
+# text itself, before a run directory exists.
 #
-# Run directory DIR = BASE/runs/RUN_ID (BASE is /var/tmp/rtforge):
-#   runner.sh rtprobe   this script and the probe binary
-#   run.json            the run as the host described it (label, spec, ...)
-#   probe.cmd           the probe's command line, quoted by the host (shlex)
+# Run directory DIR = BASE/runs/RUN_ID (a board: BASE is /var/tmp/rtforge;
+# this machine: the run store, so DIR is the run's folder in it).
+# Written by rtforge before the start:
+#   runner.sh, rtprobe, ...  this script and the programs
+#   engine.cmd          line 1: the engine's name (probe, cyclictest, bench),
+#                       line 2: its command line, quoted by the host (shlex)
+#   monitor.cmd         optional: a command run beside the engine (the probe
+#                       in --monitor mode records telemetry for cyclictest)
 #   loads/NN-NAME       one file per load process: its quoted command line
-#   state               one line: WORD [detail], replaced atomically;
-#                       starting -> running -> stopping -> one final word:
-#                       done | interrupted SIG | killed WHY | failed WHY
-#   runner.pid          "PID START_TICKS BOOT_ID" of the runner
-#   probe.pid           "PID START_TICKS" of the probe
-#   loads.pids          "PID START_TICKS NAME" per load (process group leader)
-#   started             /proc/uptime when the probe started (for elapsed time)
-#   events              notes for the result, e.g. a load that ended early
-#   raw/                the probe's files, probe.out, loads.log
+#   raw/runner/run.json the run as the host described it (label, spec, ...)
+# Written by the runner:
+#   raw/                the engine's files, NAME.out (its output), monitor/
+#                       and monitor.out, loads.log
+#   raw/runner/state    one line: WORD [detail], replaced atomically;
+#                       starting -> [settling ->] running -> stopping -> one
+#                       of FINAL_STATES: done | interrupted SIG | killed WHY
+#                       | failed WHY
+#   raw/runner/runner.pid   "PID START_TICKS BOOT_ID" of the runner
+#   raw/runner/engine.pid   "PID START_TICKS" of the engine (a process group)
+#   raw/runner/monitor.pid  the same for the monitor
+#   raw/runner/loads.pids   "PID START_TICKS NAME" per load (group leader);
+#                       loads.stopped once they are stopped
+#   raw/runner/started  /proc/uptime when the engine started (elapsed time)
+#   raw/runner/times    `times` before and after the engine (its CPU time)
+#   raw/runner/events   notes for the result, e.g. a load that ended early
 #   tmp/                scratch space of the loads, removed at the end
-# BASE/active -> RUN_ID (symlink) marks the run that owns the board;
+# BASE/active -> RUN_ID (symlink) marks the run that owns the target;
 # BASE/lock serializes starts (flock).
 #
 # A process is named by its pid *and* its start time (and, for the runner,
 # the boot id), so a pid reused after a crash or reboot is never mistaken for
-# ours.  Loads run in their own sessions (setsid) so each is stopped as a
-# process group; the probe ends cleanly on SIGINT/SIGTERM with its data.
+# ours.  Loads and the engine run in their own sessions (setsid), so each is
+# signalled as a process group; the engines end cleanly on SIGINT/SIGTERM
+# with their data written.
 
 set -u
 
-SETTLE_TENTHS=10     # loads fork their workers before measuring starts (1 s)
-STOP_TENTHS=50       # SIGTERM, then SIGKILL after 5 s
-PROBE_STOP_TENTHS=150
+# The constants below are rtforge's (measure/runner.py renders them from its
+# Python definitions, so they are defined once):
+#   FINAL_STATES        the words that end a run
+#   STOP_TENTHS         loads: SIGTERM, then SIGKILL after this long
+#   ENGINE_STOP_TENTHS  the engine's grace after SIGTERM in `reap`
+#   START_WAIT_TENTHS   how long `start` waits for the run to measure
+@CONSTANTS@
 
 # ST, PSTATE <- start time and state of pid $1; fails when there is none.
 proc_start() {
-    ST= PSTATE=
+    ST='' PSTATE=''
     read -r _s 2>/dev/null < "/proc/$1/stat" || return 1
     _s=${_s##*) }
     set -f
+    # shellcheck disable=SC2086  # split into the stat fields, globbing off
     set -- $_s
     set +f
     [ $# -ge 20 ] || return 1
@@ -52,7 +72,7 @@ pid_is() {
 
 # Is the process in pid file $1 ("PID START [BOOT]") alive?
 alive_file() {
-    _p= _t= _b=
+    _p='' _t='' _b=''
     read -r _p _t _b 2>/dev/null < "$1" || return 1
     if [ -n "$_b" ]; then
         read -r _boot < /proc/sys/kernel/random/boot_id
@@ -62,13 +82,13 @@ alive_file() {
 }
 
 write_state() {
-    printf '%s\n' "$*" > "$D/state.tmp" && mv -f "$D/state.tmp" "$D/state"
+    printf '%s\n' "$*" > "$R/state.tmp" && mv -f "$R/state.tmp" "$R/state"
 }
 
 state_is_final() {
     _w=
-    read -r _w _rest 2>/dev/null < "$D/state"
-    case "$_w" in done|interrupted|killed|failed) return 0;; esac
+    read -r _w _rest 2>/dev/null < "$R/state"
+    case " $FINAL_STATES " in *" $_w "*) [ -n "$_w" ] && return 0;; esac
     return 1
 }
 
@@ -77,50 +97,106 @@ release_board() {
     return 0
 }
 
-# Stop every load's process group: SIGTERM, up to 5 s, then SIGKILL.  Also
-# used by `reap` (then the leaders are not our children; init reaps them).
-stop_loads() {
-    [ -s "$D/loads.pids" ] || return 0
-    _leaders=
-    while read -r _p _t _n; do
-        if [ "${1:-}" = note ] && ! pid_is "$_p" "$_t"; then
-            printf '%s load ended early\n' "$_n" >> "$D/events"
-        fi
-        # Only groups whose leader is still ours (or our zombie): a pid is
-        # not reused while it is a zombie, so the group id is safe to use.
-        proc_start "$_p" && [ "$ST" = "$_t" ] || continue
-        kill -s TERM -- "-$_p" 2>/dev/null
-        _leaders="$_leaders $_p:$_t"
-    done < "$D/loads.pids"
+# Start `sh -c "exec CMD"` in a session of its own (a background child is
+# not a group leader, so setsid does not fork: $! is the process itself) and
+# record it in pid file $1.  $2: the quoted command, $3: its output file.
+start_group() {
+    setsid sh -c "exec $2" > "$3" 2>&1 < /dev/null &
+    _p=$!
+    proc_start "$_p" && printf '%s %s\n' "$_p" "$ST" > "$1"
+    LAST=$_p
+}
+
+# Is any process of group $1 alive (zombies aside)?  A load's workers may
+# outlive its leader for a while (stress-ng --vm freeing gigabytes).
+# (`kill -s 0 -- -PGID` cannot tell: busybox refuses the "--" that dash needs.)
+group_alive() {
+    _g=$1
+    for _f in /proc/[0-9]*/stat; do
+        read -r _s 2>/dev/null < "$_f" || continue
+        _s=${_s##*) }
+        set -f
+        # shellcheck disable=SC2086  # split into the stat fields, globbing off
+        set -- $_s
+        set +f
+        [ $# -ge 3 ] && [ "$3" = "$_g" ] && [ "$1" != Z ] && return 0
+    done
+    return 1
+}
+
+# Signal $1 to the process group recorded in pid file $2, if it is ours.
+# (busybox complains about the "--" but signals the group all the same.)
+signal_group() {
+    _p='' _t=''
+    read -r _p _t 2>/dev/null < "$2" || return 1
+    proc_start "$_p" && [ "$ST" = "$_t" ] || return 1
+    kill -s "$1" -- "-$_p" 2>/dev/null
+    return 0
+}
+
+# End the group in pid file $1 with signal $2; SIGKILL after $3 tenths.
+end_group() {
+    [ -s "$1" ] || return 0
+    read -r _gp _gt < "$1"
+    signal_group "$2" "$1" || return 0
     _i=0
-    while [ "$_i" -lt "$STOP_TENTHS" ]; do
-        _any=
-        for _lt in $_leaders; do pid_is "${_lt%:*}" "${_lt#*:}" && _any=1; done
-        [ -z "$_any" ] && break
+    while [ "$_i" -lt "$3" ] && pid_is "$_gp" "$_gt"; do
         sleep 0.1
         _i=$((_i + 1))
     done
-    for _lt in $_leaders; do
-        kill -s KILL -- "-${_lt%:*}" 2>/dev/null   # stragglers, or a load that ignored SIGTERM
-    done
-    mv -f "$D/loads.pids" "$D/loads.stopped"
+    pid_is "$_gp" "$_gt" && kill -s KILL -- "-$_gp" 2>/dev/null
+    return 0
 }
 
+# Stop every load's process group: SIGTERM, up to STOP_TENTHS, then SIGKILL.
+# Also used by `reap` (then the leaders are not our children; init reaps them).
+stop_loads() {
+    [ -s "$R/loads.pids" ] || return 0
+    _leaders=
+    while read -r _p _t _n; do
+        if [ "${1:-}" = note ] && ! pid_is "$_p" "$_t"; then
+            printf '%s load ended early\n' "$_n" >> "$R/events"
+        fi
+        # Only groups whose leader is still ours (or our zombie): a pid is
+        # not reused while it is a zombie, so the group id is safe to use.
+        if ! { proc_start "$_p" && [ "$ST" = "$_t" ]; }; then continue; fi
+        kill -s TERM -- "-$_p" 2>/dev/null
+        _leaders="$_leaders $_p:$_t"
+    done < "$R/loads.pids"
+    for _sig in TERM KILL; do
+        _i=0
+        while [ "$_i" -lt "$STOP_TENTHS" ]; do
+            _any=
+            for _lt in $_leaders; do group_alive "${_lt%:*}" && _any=1; done
+            [ -z "$_any" ] && break
+            sleep 0.1
+            _i=$((_i + 1))
+        done
+        [ -z "$_any" ] && break
+        for _lt in $_leaders; do
+            kill -s KILL -- "-${_lt%:*}" 2>/dev/null   # stragglers, or a load that ignored SIGTERM
+        done
+    done
+    mv -f "$R/loads.pids" "$R/loads.stopped"
+}
+
+# Start the loads, then let them settle ($1 tenths) before measuring starts:
+# workers forking, memory being faulted in and files created are not the
+# load the run is meant to measure under.
 start_loads() {
-    : > "$D/loads.pids"
+    : > "$R/loads.pids"
     for _f in "$D"/loads/*; do
         [ -f "$_f" ] || continue
         _cmd=$(cat "$_f")
-        # setsid: its own session and process group (a background child is
-        # not a group leader, so setsid does not fork: $! is the leader).
         # stdout is discarded: the `zero` load writes zeros there.
         setsid sh -c "exec $_cmd" > /dev/null 2>> "$D/raw/loads.log" < /dev/null &
         _p=$!
-        proc_start "$_p" && printf '%s %s %s\n' "$_p" "$ST" "${_f##*/}" >> "$D/loads.pids"
+        proc_start "$_p" && printf '%s %s %s\n' "$_p" "$ST" "${_f##*/}" >> "$R/loads.pids"
     done
-    [ -s "$D/loads.pids" ] || return 0
+    [ -s "$R/loads.pids" ] || [ "$1" -gt 0 ] || return 0
+    [ -z "$STOP" ] && write_state settling
     _i=0
-    while [ "$_i" -lt "$SETTLE_TENTHS" ] && [ -z "$STOP" ]; do
+    while [ "$_i" -lt "$1" ] && [ -z "$STOP" ]; do
         sleep 0.1
         _i=$((_i + 1))
     done
@@ -130,19 +206,27 @@ start_loads() {
             FAILED="load ${_n#*-} exited at once with status $?"
             return 1
         fi
-    done < "$D/loads.pids"
+    done < "$R/loads.pids"
 }
 
+# A stop is SIGTERM to the runner, with the signal the engine should get in
+# raw/runner/stop.sig (`stop` writes it): a background job of a
+# non-interactive shell starts with SIGINT ignored, and an ignored signal
+# cannot be trapped, so the runner itself never sees a SIGINT.
 on_signal() {
     [ -n "$STOP" ] && return 0
-    STOP=$1
-    write_state stopping "$1"
-    [ -n "$PROBE" ] && kill -s "$1" "$PROBE" 2>/dev/null
+    _sig=$1
+    read -r _sig 2>/dev/null < "$R/stop.sig"
+    case "$_sig" in INT|TERM|HUP) ;; *) _sig=$1 ;; esac
+    STOP=$_sig
+    write_state stopping "$_sig"
+    [ -n "$ENGINE" ] && signal_group "$_sig" "$R/engine.pid"
     return 0
 }
 
 finish() {
     trap '' INT TERM
+    end_group "$R/monitor.pid" INT "$ENGINE_STOP_TENTHS"
     stop_loads
     rm -rf "$D/tmp"
     state_is_final || write_state failed "${FAILED:-the runner ended unexpectedly}"
@@ -151,55 +235,62 @@ finish() {
 
 cmd_run() {
     cd "$D" || exit 1
-    STOP= PROBE= FAILED= RC=
+    STOP='' ENGINE='' FAILED='' RC=''
     trap '' HUP
     trap 'on_signal INT' INT
     trap 'on_signal TERM' TERM
     trap finish EXIT
     proc_start $$
     read -r _boot < /proc/sys/kernel/random/boot_id
-    printf '%s %s %s\n' $$ "$ST" "$_boot" > "$D/runner.pid.tmp" && mv -f "$D/runner.pid.tmp" "$D/runner.pid"
-    mkdir -p "$D/raw" "$D/tmp"
-    : >> "$D/events"
-    if ! start_loads; then
+    printf '%s %s %s\n' $$ "$ST" "$_boot" > "$R/runner.pid.tmp" && mv -f "$R/runner.pid.tmp" "$R/runner.pid"
+    mkdir -p "$D/tmp"
+    : >> "$R/events"
+    if ! start_loads "${1:-0}"; then
         stop_loads
         write_state failed "$FAILED"
         exit 1
     fi
     if [ -z "$STOP" ]; then
-        _cmd=$(cat "$D/probe.cmd")
+        { read -r _name; read -r _cmd; } < "$D/engine.cmd"
+        if [ -f "$D/monitor.cmd" ]; then
+            start_group "$R/monitor.pid" "$(cat "$D/monitor.cmd")" "$D/raw/monitor.out"
+        fi
         read -r _up _idle < /proc/uptime
-        printf '%s\n' "$_up" > "$D/started"
-        sh -c "exec $_cmd" > "$D/raw/probe.out" 2>&1 < /dev/null &
-        PROBE=$!
-        proc_start "$PROBE" && printf '%s %s\n' "$PROBE" "$ST" > "$D/probe.pid"
+        printf '%s\n' "$_up" > "$R/started"
+        times > "$R/times"
+        start_group "$R/engine.pid" "$_cmd" "$D/raw/$_name.out"
+        ENGINE=$LAST
         [ -z "$STOP" ] && write_state running
-        [ -n "$STOP" ] && kill -s "$STOP" "$PROBE" 2>/dev/null
+        [ -n "$STOP" ] && signal_group "$STOP" "$R/engine.pid"
         while :; do
-            wait "$PROBE"
+            wait "$ENGINE"
             RC=$?
-            # >128 with the probe still there: a trap interrupted the wait
-            [ "$RC" -gt 128 ] && [ -e "/proc/$PROBE" ] && continue
+            # >128 with the engine still there: a trap interrupted the wait
+            [ "$RC" -gt 128 ] && [ -e "/proc/$ENGINE" ] && continue
             break
         done
+        times >> "$R/times"
     fi
+    end_group "$R/monitor.pid" INT "$ENGINE_STOP_TENTHS"
     stop_loads note
     if [ -n "$STOP" ]; then
         write_state interrupted "SIG$STOP"
     elif [ "$RC" = 0 ]; then
-        write_state done
+        write_state "done"
     elif [ "$RC" -gt 128 ]; then
-        write_state killed "the probe was killed by signal $((RC - 128))"
+        write_state killed "the $_name was killed by signal $((RC - 128))"
     else
-        write_state failed "the probe exited with status $RC"
+        write_state failed "the $_name exited with status $RC"
     fi
     exit 0
 }
 
-# Take the board (or say who has it), launch the runner detached from this
-# session, and wait until it measures or fails.
+# Take the target (or say who has it), launch the runner detached from this
+# session, and wait until it measures or fails.  $1: launcher, $2: settle
+# time of the loads in tenths of a second.
 cmd_start() {
     launcher=${1:-auto}
+    settle=${2:-0}
     if [ "$launcher" = auto ]; then
         launcher=setsid
         [ -d /run/systemd/system ] && command -v systemd-run > /dev/null 2>&1 && launcher=systemd
@@ -208,7 +299,7 @@ cmd_start() {
     command -v flock > /dev/null 2>&1 && flock 9
     if ! ln -s "$ID" "$BASE/active" 2> /dev/null; then
         _other=$(readlink "$BASE/active")
-        if [ "$_other" != "$ID" ] && alive_file "$BASE/runs/$_other/runner.pid"; then
+        if [ "$_other" != "$ID" ] && alive_file "$BASE/runs/$_other/raw/runner/runner.pid"; then
             echo "busy $_other"
             exit 75
         fi
@@ -216,80 +307,77 @@ cmd_start() {
         ln -sfn "$ID" "$BASE/active"
     fi
     write_state starting
-    printf '%s\n' "$launcher" > "$D/launcher"
+    printf '%s\n' "$launcher" > "$R/launcher"
     if [ "$launcher" = systemd ]; then
         systemd-run --unit "rtforge-$ID" --collect --quiet -p TimeoutStopSec=30 \
-            /bin/sh "$D/runner.sh" run "$D" 9>&- || { release_board; write_state failed "systemd-run failed"; }
+            /bin/sh "$D/runner.sh" run "$D" "$settle" 9>&- || { release_board; write_state failed "systemd-run failed"; }
     else
-        setsid nohup /bin/sh "$D/runner.sh" run "$D" > "$D/runner.log" 2>&1 < /dev/null 9>&- &
+        # A new session has no controlling terminal whose hang-up could
+        # reach it; nohup only where there is one (Debian's busybox has none).
+        _nohup=
+        command -v nohup > /dev/null 2>&1 && _nohup='nohup'
+        setsid $_nohup /bin/sh "$D/runner.sh" run "$D" "$settle" > "$R/runner.log" 2>&1 < /dev/null 9>&- &
     fi
     # Hold the lock until the runner has recorded itself (so the next start
     # can check it) and the loads have settled, or it failed.
     _i=0
-    while [ "$_i" -lt 600 ]; do
-        read -r _w _rest 2>/dev/null < "$D/state"
-        case "$_w" in starting) ;; *) [ -s "$D/runner.pid" ] && break;; esac
+    _limit=$((START_WAIT_TENTHS * 2 + settle * 2))
+    while [ "$_i" -lt "$_limit" ]; do
+        read -r _w _rest 2>/dev/null < "$R/state"
+        case "$_w" in starting|settling) ;; *) [ -s "$R/runner.pid" ] && break;; esac
         sleep 0.05
         _i=$((_i + 1))
     done
-    read -r _line < "$D/state"
+    read -r _line < "$R/state"
     echo "started $_line"
 }
 
-# One poll: a few short lines and the series.jsonl bytes from offset $1.
-# Builtins only, apart from tail (and head on the first poll).
+# One poll: a few short lines and the bytes of raw/$2 from offset $1 (the
+# engine's progress: the probe's series, cyclictest's status lines, the
+# benchmark's step log).  Builtins only, apart from tail.
 cmd_status() {
     _st=missing
-    read -r _st 2>/dev/null < "$D/state"
+    read -r _st 2>/dev/null < "$R/state"
     _a=0
-    alive_file "$D/runner.pid" && _a=1
+    alive_file "$R/runner.pid" && _a=1
     read -r _up _idle < /proc/uptime
     _started=
-    read -r _started 2>/dev/null < "$D/started"
+    read -r _started 2>/dev/null < "$R/started"
     printf 'state %s\nalive %s\nuptime %s\nstarted %s\n' "$_st" "$_a" "$_up" "$_started"
-    if [ "${2:-0}" = 1 ]; then
-        printf '@@head\n'
-        head -c 2048 "$D/raw/probe.json" 2> /dev/null
-        printf '\n'
-    fi
-    printf '@@series\n'
-    [ -f "$D/raw/series.jsonl" ] && tail -c "+$((${1:-0} + 1))" "$D/raw/series.jsonl"
+    printf '@@progress\n'
+    case "${2:-}" in
+        ''|*/*|.*) ;;
+        *) [ -f "$D/raw/$2" ] && tail -c "+$((${1:-0} + 1))" "$D/raw/$2" ;;
+    esac
     return 0
 }
 
 cmd_stop() {
-    if alive_file "$D/runner.pid"; then
-        read -r _p _rest < "$D/runner.pid"
-        kill -s "${1:-TERM}" "$_p" && echo signalled && return 0
+    if alive_file "$R/runner.pid"; then
+        read -r _p _rest < "$R/runner.pid"
+        printf '%s\n' "${1:-TERM}" > "$R/stop.sig.tmp" && mv -f "$R/stop.sig.tmp" "$R/stop.sig"
+        kill -s TERM "$_p" && echo signalled && return 0
     fi
     echo notrunning
 }
 
 # After the runner died (SIGKILL, OOM, reboot): end what it left behind --
-# the probe cleanly (SIGINT keeps its data), the loads as groups -- and
+# the engine cleanly (SIGTERM keeps its data), the loads as groups -- and
 # record why the run ended.
 cmd_reap() {
-    if alive_file "$D/runner.pid"; then
+    if alive_file "$R/runner.pid"; then
         echo running
         return 0
     fi
-    if [ -s "$D/probe.pid" ] && alive_file "$D/probe.pid"; then
-        read -r _p _t < "$D/probe.pid"
-        kill -s INT "$_p" 2>/dev/null
-        _i=0
-        while [ "$_i" -lt "$PROBE_STOP_TENTHS" ] && pid_is "$_p" "$_t"; do
-            sleep 0.1
-            _i=$((_i + 1))
-        done
-        pid_is "$_p" "$_t" && kill -s KILL "$_p"
-    fi
+    end_group "$R/engine.pid" TERM "$ENGINE_STOP_TENTHS"
+    end_group "$R/monitor.pid" TERM "$ENGINE_STOP_TENTHS"
     stop_loads
     rm -rf "$D/tmp"
     if ! state_is_final; then
-        _why="the runner on the board was killed"
-        if read -r _p _t _b 2>/dev/null < "$D/runner.pid"; then
+        _why="the runner was killed"
+        if read -r _p _t _b 2>/dev/null < "$R/runner.pid"; then
             read -r _boot < /proc/sys/kernel/random/boot_id
-            [ "$_b" != "$_boot" ] && _why="the board rebooted during the run"
+            [ "$_b" != "$_boot" ] && _why="the machine rebooted during the run"
         fi
         write_state killed "$_why"
     fi
@@ -297,45 +385,41 @@ cmd_reap() {
     echo reaped
 }
 
-# Is the board measuring?  Prints the owning run's id, or nothing.
+# Is the target measuring?  Prints the owning run's id, or nothing.
 cmd_busy() {
     _other=$(readlink "$BASE/active" 2>/dev/null) || return 0
-    alive_file "$BASE/runs/$_other/runner.pid" && echo "$_other"
+    alive_file "$BASE/runs/$_other/raw/runner/runner.pid" && echo "$_other"
     return 0
 }
 
-# One line per run directory: RUN_ID ALIVE STATE...
+# One line per run directory that holds a runner: RUN_ID ALIVE STATE...
 cmd_list() {
     for _d in "$BASE"/runs/*; do
         [ -f "$_d/runner.sh" ] || continue
         _st=missing
-        read -r _st 2>/dev/null < "$_d/state"
+        read -r _st 2>/dev/null < "$_d/raw/runner/state"
         _a=0
-        alive_file "$_d/runner.pid" && _a=1
+        alive_file "$_d/raw/runner/runner.pid" && _a=1
         printf '%s %s %s\n' "${_d##*/}" "$_a" "$_st"
     done
     return 0
 }
 
-# sha256 of every file the host fetches, relative to DIR.
+# sha256 of every file under raw/ (what the host fetches), relative to DIR.
 cmd_manifest() {
     cd "$D" || exit 1
-    set --
-    for _f in run.json state events launcher runner.log runner.pid probe.pid loads.stopped raw/*; do
-        [ -f "$_f" ] && set -- "$@" "$_f"
-    done
-    sha256sum -- "$@"
+    find raw -type f -exec sha256sum -- {} +
 }
 
 cmd=${1:-}
 case "$cmd" in
-    busy|list) BASE=${2:?BASE}; ID=; D= ;;
-    *) D=${2:?DIR}; ID=${D##*/}; BASE=${D%/runs/*} ;;
+    busy|list) BASE=${2:?BASE}; ID=; D=; R= ;;
+    *) D=${2:?DIR}; ID=${D##*/}; BASE=${D%/runs/*}; R=$D/raw/runner ;;
 esac
 [ $# -ge 2 ] && shift 2
 case "$cmd" in
     start) cmd_start "$@" ;;
-    run) cmd_run ;;
+    run) cmd_run "$@" ;;
     status) cmd_status "$@" ;;
     stop) cmd_stop "$@" ;;
     reap) cmd_reap ;;

@@ -1,26 +1,31 @@
-"""Background loads: named profiles (data/loads.toml) started as process
-groups and stopped as process groups."""
+"""Background loads: named profiles (data/loads.toml), rendered into the
+command lines the runner (data/runner.sh) starts on the target -- this
+machine or a board, the same way -- each in its own session, stopped as a
+process group after the engine on every exit path.
+
+Only one load runs outside the runner: a board's `net` load floods the
+board *from this host* (HostFlood), for as long as rtforge follows the run.
+"""
 
 from __future__ import annotations
 
 import os
-import shutil
+import shlex
 import signal
-import tempfile
 import time
 import tomllib
 from dataclasses import dataclass
+from functools import cache
 from importlib import resources
-from pathlib import Path
 
 from .. import procfs
 from ..errors import UserError
-from ..target import Transport
+from ..device import LocalTransport, Transport
 from .spec import parse_load_names
 
-SETTLE_S = 1.0      # time to let loads fork their workers before measuring
-STOP_GRACE_S = 5.0  # SIGTERM, then SIGKILL
+STOP_GRACE_S = 5.0      # SIGTERM, then SIGKILL (the runner's STOP_TENTHS too)
 DEADLINE_MARGIN_S = 60
+HOST_LOADS = ("net",)   # on a board run: started on this host, aimed at the board
 
 
 @dataclass(frozen=True)
@@ -35,8 +40,13 @@ class LoadProfile:
     tmpdir: bool = False
 
 
+@cache
+def _profiles_text() -> str:
+    return (resources.files("rtforge.data") / "loads.toml").read_text()
+
+
 def load_profiles() -> dict[str, LoadProfile]:
-    doc = tomllib.loads((resources.files("rtforge.data") / "loads.toml").read_text())
+    doc = tomllib.loads(_profiles_text())
     return {name: LoadProfile(name=name, **{**fields, "argv": tuple(fields["argv"])}) for name, fields in doc.items()}
 
 
@@ -44,112 +54,88 @@ def parse_loads(text: str | None) -> list[str]:
     return parse_load_names(text, list(load_profiles()))
 
 
-def deadline_for(expected_s: float | None) -> int:
-    """A load's own time limit: the run plus a margin (a week when unbounded)."""
-    return int(expected_s + DEADLINE_MARGIN_S) if expected_s else 7 * 86400
+def deadline_for(expected_s: float | None, settle_s: float = 0) -> int:
+    """A load's own time limit: the run plus a margin (a week when unbounded),
+    so that not even a killed runner leaves a load going for long."""
+    return int(settle_s + expected_s + DEADLINE_MARGIN_S) if expected_s else 7 * 86400
 
 
-@dataclass
-class _Proc:
-    profile: LoadProfile
-    argv: list[str]
-    popen: object
-    pgid: int
+def tools_needed(names: list[str]) -> dict[str, tuple[str, str]]:
+    """argv[0] -> (Debian package, load name) of the given loads."""
+    profiles = load_profiles()
+    return {profiles[n].argv[0]: (profiles[n].package, n) for n in names}
 
 
-class LoadSet:
-    """The loads of one run.  start() before measuring, stop() in a finally."""
+def load_commands(names: list[str], *, ncpus: int, deadline_s: int, tmpdir: str,
+                  net_target: str = "127.0.0.1") -> list[tuple[str, str]]:
+    """(file name, quoted command line) per load process, for the runner."""
+    profiles = load_profiles()
+    out: list[tuple[str, str]] = []
+    for name in names:
+        p = profiles[name]
+        values = {"ncpus": ncpus, "deadline_s": deadline_s, "tmpdir": tmpdir, "net_target": net_target}
+        argv = [a.format(**values) for a in p.argv]
+        if p.restart:
+            # runs in rounds until the deadline; a failing round is not a busy loop
+            argv = ["timeout", str(deadline_s), "sh", "-c", 'while :; do "$@" || sleep 1; done', "sh", *argv]
+        for _ in range(ncpus if p.instances == "ncpus" else int(p.instances)):
+            out.append((f"{len(out) + 1:02d}-{name}", shlex.join(argv)))
+    return out
 
-    def __init__(self, names: list[str], transport: Transport, *, ncpus: int, deadline_s: int,
-                 net_target: str = "127.0.0.1"):
-        profiles = load_profiles()
-        self.profiles = [profiles[n] for n in names]
-        self.transport = transport
-        self.ncpus = ncpus
-        self.deadline_s = deadline_s
-        self.net_target = net_target
-        self.procs: list[_Proc] = []
-        self.pgids_started: list[int] = []  # every group ever started, for checks
-        self.tmpdirs: list[str] = []
+
+def check_privileges(names: list[str], transport: Transport, where: str = "") -> None:
+    for n in names:
+        p = load_profiles()[n]
+        if p.needs_root and not transport.is_root():
+            raise UserError(f"the '{n}' load ({p.argv[0]}) needs root{' ' + where if where else ''}: "
+                            f"run rtforge as root or drop '{n}'")
+
+
+class HostFlood:
+    """A board run's `net` load: ping -f from this host to the board, in its
+    own process group, stopped as a group; it also dies with rtforge
+    (PR_SET_PDEATHSIG) and at its own deadline."""
+
+    def __init__(self, address: str, remaining_s: float | None):
+        self.profile = load_profiles()["net"]
+        values = {"ncpus": 1, "deadline_s": deadline_for(remaining_s), "tmpdir": "", "net_target": address}
+        self.argv = [a.format(**values) for a in self.profile.argv]
+        self.transport = LocalTransport()
+        self.popen = None
         self.events: list[str] = []
-        self.log: Path | None = None
-
-    @property
-    def names(self) -> list[str]:
-        return [p.name for p in self.profiles]
 
     def check(self) -> None:
-        """Every tool present and privileges sufficient, before anything starts."""
-        for p in self.profiles:
-            if not self.transport.which(p.argv[0]):
-                raise UserError(f"the '{p.name}' load needs {p.argv[0]}, which is not installed: apt install {p.package}")
-            if p.needs_root and not self.transport.is_root():
-                raise UserError(f"the '{p.name}' load ({p.argv[0]}) needs root: run rtforge as root or drop '{p.name}'")
+        if not self.transport.which(self.argv[0]):
+            raise UserError(f"the 'net' load needs {self.argv[0]} on this machine, which is not installed: "
+                            f"apt install {self.profile.package}")
+        check_privileges(["net"], self.transport, "on this machine (it floods the board from here)")
 
-    def _argv(self, p: LoadProfile, tmpdir: str | None) -> list[str]:
-        values = {"ncpus": self.ncpus, "deadline_s": self.deadline_s, "tmpdir": tmpdir, "net_target": self.net_target}
-        return [a.format(**values) for a in p.argv]
-
-    def _spawn(self, p: LoadProfile, argv: list[str]) -> None:
-        popen = self.transport.spawn(argv, log=self.log, errors_only=True)
-        self.procs.append(_Proc(p, argv, popen, popen.pid))  # session leader: pgid == pid
-        self.pgids_started.append(popen.pid)
-
-    def start(self, log: Path | None = None) -> None:
-        self.log = log
-        for p in self.profiles:
-            tmpdir = tempfile.mkdtemp(prefix=f"rtforge-{p.name}-") if p.tmpdir else None
-            if tmpdir:
-                self.tmpdirs.append(tmpdir)
-            n = self.ncpus if p.instances == "ncpus" else int(p.instances)
-            for _ in range(n):
-                self._spawn(p, self._argv(p, tmpdir))
-        if not self.procs:
-            return
-        time.sleep(SETTLE_S)
-        for proc in self.procs:
-            rc = proc.popen.poll()
-            if rc is not None and not proc.profile.restart:
-                tail = log.read_text(errors="replace").strip().splitlines()[-1:] if log and log.exists() else []
-                self.stop()
-                raise UserError(
-                    f"the '{proc.profile.name}' load exited at once with status {rc}"
-                    f"{': ' + tail[0] if tail else ''}; try `{' '.join(proc.argv)}` by hand"
-                )
+    def start(self) -> None:
+        self.popen = self.transport.spawn(self.argv, errors_only=True)
 
     def poll(self, elapsed_s: float) -> None:
-        """Restart loads that are meant to run in rounds; note any that died."""
-        for proc in list(self.procs):
-            rc = proc.popen.poll()
-            if rc is None:
-                continue
-            if proc.profile.restart:
-                self.procs.remove(proc)
-                self._spawn(proc.profile, proc.argv)
-            elif not any(e.startswith(proc.profile.name + " ") for e in self.events):
-                self.events.append(f"{proc.profile.name} load ended early (status {rc}) after {elapsed_s:.0f} s")
+        rc = self.popen.poll() if self.popen else None
+        if rc is not None and not self.events:
+            self.events.append(f"net load (ping -f from this host) ended early (status {rc}) after {elapsed_s:.0f} s")
 
     def stop(self) -> None:
-        """Kill every process group; idempotent; never raises for a group already gone."""
+        """Kill the group; idempotent; never raises for a group already gone."""
+        if self.popen is None:
+            return
+        pgid = self.popen.pid  # session leader: pgid == pid
         for sig in (signal.SIGTERM, signal.SIGKILL):
-            for proc in self.procs:
-                try:
-                    os.killpg(proc.pgid, sig)
-                except ProcessLookupError:
-                    pass
+            try:
+                os.killpg(pgid, sig)
+            except ProcessLookupError:
+                pass
             deadline = time.monotonic() + STOP_GRACE_S
-            while time.monotonic() < deadline and any(group_alive(p.pgid) for p in self.procs):
-                for proc in self.procs:
-                    proc.popen.poll()  # reap the leaders
+            while time.monotonic() < deadline and group_alive(pgid):
+                self.popen.poll()
                 time.sleep(0.05)
-            if not any(group_alive(p.pgid) for p in self.procs):
+            if not group_alive(pgid):
                 break
-        for proc in self.procs:
-            proc.popen.wait()
-        self.procs.clear()
-        for d in self.tmpdirs:
-            shutil.rmtree(d, ignore_errors=True)
-        self.tmpdirs.clear()
+        self.popen.wait()
+        self.popen = None
 
 
 def group_alive(pgid: int) -> bool:

@@ -24,13 +24,21 @@ from ..errors import UserError
 CFLAGS = ["-std=c99", "-O2", "-Wall", "-Wextra", "-Wno-unused-parameter", "-pthread"]
 
 # uname -m -> (compiler, Debian package).  ARMv6 (Pi 1, Zero) cannot run
-# Debian armhf code (built for ARMv7), so it gets the armel compiler.
+# Debian armhf code (built for ARMv7, Thumb-2), so it gets the armel compiler.
 CROSS = {
     "aarch64": ("aarch64-linux-gnu-gcc", "gcc-aarch64-linux-gnu libc6-dev-arm64-cross"),
     "armv7l": ("arm-linux-gnueabihf-gcc", "gcc-arm-linux-gnueabihf libc6-dev-armhf-cross"),
     "armv6l": ("arm-linux-gnueabi-gcc", "gcc-arm-linux-gnueabi libc6-dev-armel-cross"),
     "x86_64": ("x86_64-linux-gnu-gcc", "gcc-x86-64-linux-gnu libc6-dev-amd64-cross"),
 }
+
+
+# Per-target flags.  armel defaults to ARMv5TE, which has no 64-bit atomic
+# instructions: the probe's 64-bit counters then need libatomic's
+# __atomic_*_8 and do not link statically.  The Pi 1's ARM1176 is ARMv6K,
+# which has LDREXD/STREXD (in ARM state, not Thumb-1), as the kernel's own
+# build for it assumes (-march=armv6k).
+TARGET_FLAGS = {"armv6l": ["-march=armv6k", "-marm"]}
 
 
 def program_sources(folder: str) -> list[Path]:
@@ -40,7 +48,7 @@ def program_sources(folder: str) -> list[Path]:
 
 
 def program_hash(folder: str) -> str:
-    h = hashlib.sha256(" ".join(CFLAGS).encode())
+    h = hashlib.sha256(" ".join(CFLAGS).encode() + repr(sorted(TARGET_FLAGS.items())).encode())
     for p in program_sources(folder):
         h.update(p.name.encode() + b"\0" + p.read_bytes())
     return h.hexdigest()[:16]
@@ -80,7 +88,15 @@ def build_program(folder: str, name: str, machine: str | None = None, *, static:
         raise UserError(f"the C compiler '{cc}' is needed to build {name} for {machine}: apt install {package}")
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.{os.getpid()}")
-    cmd = [cc, *CFLAGS, *static, "-o", str(tmp), *(str(p) for p in program_sources(folder) if p.suffix == ".c")]
+    cmd = [
+        cc,
+        *CFLAGS,
+        *TARGET_FLAGS.get(machine, []),
+        *static,
+        "-o",
+        str(tmp),
+        *(str(p) for p in program_sources(folder) if p.suffix == ".c"),
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode:
         first = "; ".join(proc.stderr.strip().splitlines()[:3])

@@ -1,7 +1,15 @@
-"""What a latency run should do, parsed and checked before anything starts."""
+"""What a latency run should do, parsed and checked before anything starts.
+
+Every number the user gives is checked here, against the bounds the engines
+themselves accept (LIMITS), before anything is stored: an engine must never
+be the one to refuse a value rtforge passed on.  Numbers are read as ASCII
+digits only: Python's int() and float() also take '２' (a full-width digit),
+'1_000', 'nan' and 'inf', none of which a user means as a number here.
+"""
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import shlex
@@ -11,40 +19,125 @@ from ..errors import UserError
 
 ENGINES = ("probe", "cyclictest")
 POLICIES = ("fifo", "rr")
+PHASES = ("together", "spread")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-_DURATION_RE = re.compile(r"(\d+(?:\.\d+)?)([smhd])")
+_NUMBER = r"[0-9]+(?:\.[0-9]+)?"
+_DURATION_RE = re.compile(rf"({_NUMBER})([smhd])")
+_INT_RE = re.compile(r"[0-9]+")
+_FLOAT_RE = re.compile(_NUMBER)
+
+# The bounds each value must keep, shared by both engines (the probe's own
+# checks in probe/main.c; cyclictest 2.x keeps loops and its spike trigger in
+# a C int and caps its histogram at 1000000 µs): (lowest, highest, unit).
+INT32_MAX = 2**31 - 1
+LIMITS: dict[str, tuple[float, float, str]] = {
+    "duration_s": (1, 100 * 86400, "s"),          # the probe's --duration-s: 100 days
+    "loops": (1, INT32_MAX, ""),                  # cyclictest's -l is an int
+    "interval_us": (10, 10_000_000, "µs"),
+    "priority": (1, 99, ""),                      # SCHED_FIFO and SCHED_RR
+    "spike_us": (0, INT32_MAX, "µs"),             # cyclictest's --spike is an int of µs
+    "histogram_us": (10, 1_000_000, "µs"),        # cyclictest's HIST_MAX
+    "settle_s": (0, 3600, "s"),
+    "poll_s": (0.05, 600, "s"),                   # progress polls (a hidden option, for tests)
+}
+# The probe measures CPUs 0 to CPU_SETSIZE - 1 (glibc's cpu_set_t).
+MAX_CPUS = 1024
+# Loads get this long to start before measuring (stress-ng forks its
+# workers, `vm` faults in its memory, `io` creates its files): measured here,
+# the first second under cpu,io,net was up to 20x worse than the rest.
+DEFAULT_SETTLE_S = 3
+
+
+def shown(text: str, limit: int = 40) -> str:
+    """What the user typed, safe to print in one line: control characters
+    and overlong input as a Python literal."""
+    return text if text.isprintable() and len(text) <= limit else ascii(text[:limit]).strip("'")
+
+
+def _bounds_text(name: str) -> str:
+    lo, hi, unit = LIMITS[name]
+    return f"{lo:,} to {hi:,}{' ' + unit if unit else ''}".replace(",", " ")
+
+
+def check_range(option: str, name: str, value: float) -> None:
+    lo, hi, _ = LIMITS[name]
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise UserError(f"{option} must be a number from {_bounds_text(name)}")
+    if not lo <= value <= hi:
+        raise UserError(f"{option} {value:g} is out of range: use {_bounds_text(name)}")
+
+
+def parse_int(option: str, text: str, name: str) -> int:
+    """A whole number in ASCII digits, within LIMITS[name]."""
+    t = text.strip()
+    if not _INT_RE.fullmatch(t):
+        raise UserError(f"{option} wants a whole number from {_bounds_text(name)}, got '{shown(text)}'")
+    value = int(t)
+    if len(t) > 30:  # do not format a thousand-digit number into the message
+        raise UserError(f"{option} is far out of range: use {_bounds_text(name)}")
+    check_range(option, name, value)
+    return value
+
+
+def parse_number(option: str, text: str, name: str) -> float:
+    """A decimal number ('12', '0.5') in ASCII digits, within LIMITS[name]."""
+    t = text.strip()
+    if not _FLOAT_RE.fullmatch(t) or len(t) > 30:
+        raise UserError(f"{option} wants a number like 50 or 12.5 from {_bounds_text(name)}, got '{shown(text)}'")
+    value = float(t)
+    check_range(option, name, value)
+    return value
 
 
 def parse_duration(text: str) -> int:
-    """'90', '90s', '10m', '1h30m', '1.5h', '2d' -> whole seconds (>= 1)."""
+    """'90', '90s', '10m', '1h30m', '1.5h', '2d' -> whole seconds, 1 s to 100 days."""
     t = text.strip().lower()
-    if re.fullmatch(r"\d+", t):
+    if _INT_RE.fullmatch(t) and len(t) <= 30:
         seconds = float(t)
-    elif t and _DURATION_RE.sub("", t) == "":
+    elif t and len(t) <= 60 and _DURATION_RE.sub("", t) == "":
         seconds = sum(float(n) * _UNITS[u] for n, u in _DURATION_RE.findall(t))
     else:
-        raise UserError(f"'{text}' is not a duration: use seconds or a unit, e.g. 90s, 10m, 2h, 1h30m")
+        raise UserError(f"'{shown(text)}' is not a duration: use seconds or a unit, e.g. 90s, 10m, 2h, 1h30m")
     if seconds < 1:
-        raise UserError(f"duration '{text}' is shorter than one second")
+        raise UserError(f"duration '{shown(text)}' is shorter than one second")
+    if seconds > LIMITS["duration_s"][1]:
+        raise UserError(f"duration '{shown(text)}' is longer than 100 days, the longest run the probe measures: "
+                        "use --duration 100d or less")
     return round(seconds)
 
 
 def format_duration(seconds: float) -> str:
     s = int(round(seconds))
-    parts = [(s // 3600, "h"), (s % 3600 // 60, "m"), (s % 60, "s")]
+    parts = [(s // 86400, "d"), (s % 86400 // 3600, "h"), (s % 3600 // 60, "m"), (s % 60, "s")]
     text = "".join(f"{n}{u}" for n, u in parts if n)
     return text or "0s"
 
 
-def parse_cpu_list(text: str) -> list[int]:
-    """'0-3,6' -> [0, 1, 2, 3, 6]."""
-    cpus: set[int] = set()
+def parse_cpu_list(text: str, available: set[int] | list[int] | None = None, where: str = "here",
+                   whose: str = "this machine's") -> list[int]:
+    """'0-3,6' -> [0, 1, 2, 3, 6].  Every number is checked before a range
+    is expanded (a range up to 99999999999 must not fill the memory):
+    against `available` when it is known, else against the CPUs Linux and
+    the probe can number at all."""
+    ranges: list[tuple[int, int]] = []
     for part in text.split(","):
-        m = re.fullmatch(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?", part)
-        if not m or (m[2] is not None and int(m[2]) < int(m[1])):
-            raise UserError(f"'{text}' is not a CPU list: use numbers and ranges, e.g. 0-3,6")
-        cpus.update(range(int(m[1]), int(m[2] or m[1]) + 1))
-    return sorted(cpus)
+        m = re.fullmatch(r"\s*([0-9]+)\s*(?:-\s*([0-9]+)\s*)?", part)
+        if not m or len(part) > 40 or (m[2] is not None and int(m[2]) < int(m[1])):
+            raise UserError(f"'{shown(text)}' is not a CPU list: use numbers and ranges, e.g. 0-3,6")
+        ranges.append((int(m[1]), int(m[2] or m[1])))
+    allowed = sorted(available) if available is not None else None
+    top = (allowed[-1] if allowed else -1) if allowed is not None else MAX_CPUS - 1
+    beyond = [(max(a, top + 1), b) for a, b in ranges if b > top]
+    cpus = sorted({c for a, b in ranges for c in range(a, min(b, top) + 1)})
+    missing = [c for c in cpus if allowed is not None and c not in allowed]
+    if beyond or missing:
+        listed = format_cpu_list(missing) if missing else ""
+        more = ",".join(f"{a}" if a == b else f"{a}-{b}" for a, b in sorted(set(beyond)))
+        what = ",".join(x for x in (listed, more) if x)
+        if allowed is None:
+            raise UserError(f"CPU {what} does not exist: Linux and the probe number CPUs from 0 to {MAX_CPUS - 1}")
+        raise UserError(f"CPU {what} is not available {where}: {whose} CPUs are {format_cpu_list(allowed)}")
+    return cpus
 
 
 def format_cpu_list(cpus: list[int]) -> str:
@@ -66,10 +159,15 @@ def parse_load_names(text: str | None, known: list[str]) -> list[str]:
         if not name or name == "none":
             continue
         if name not in known:
-            raise UserError(f"unknown load '{raw.strip()}': choose from {', '.join(known)} (comma-separated)")
+            raise UserError(f"unknown load '{shown(raw.strip())}': choose from {', '.join(known)} (comma-separated)")
         if name not in names:
             names.append(name)
     return names
+
+
+def _choice(option: str, value: str, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise UserError(f"unknown {option.lstrip('-')} '{shown(value)}': choose {' or '.join(choices)}")
 
 
 @dataclass
@@ -79,57 +177,71 @@ class LatencySpec:
     interval_us: int = 200
     priority: int = 90
     policy: str = "fifo"
-    cpus: list[int] | None = None        # None: every CPU this process may use
+    cpus: list[int] | None = None        # None: every CPU of the target
     loads: list[str] = field(default_factory=list)
     label: str | None = None
     engine: str = "probe"
     spike_us: float | None = None        # None: half the interval
     histogram_us: int | None = None      # cyclictest -h; None: sized from the interval
+    phase: str = "together"              # the probe's --phase
+    settle_s: float | None = None        # None: DEFAULT_SETTLE_S with loads, 0 without
     checkpoint_s: int = 10
 
-    def validate(self, available_cpus: set[int] | None = None) -> None:
-        if self.engine not in ENGINES:
-            raise UserError(f"unknown engine '{self.engine}': choose {' or '.join(ENGINES)}")
-        if self.policy not in POLICIES:
-            raise UserError(f"unknown policy '{self.policy}': choose {' or '.join(POLICIES)}")
-        if not 10 <= self.interval_us <= 10_000_000:
-            raise UserError(f"--interval-us {self.interval_us} is out of range: use 10 to 10000000 µs")
-        if not 1 <= self.priority <= 99:
-            raise UserError(f"--priority {self.priority} is out of range: SCHED_FIFO priorities are 1 to 99")
-        if self.loops is not None and self.loops < 1:
-            raise UserError("--loops must be at least 1")
-        if self.spike_us is not None and self.spike_us < 0:
-            raise UserError("--spike-us must not be negative (0 turns the spike log off)")
-        if self.histogram_us is not None and not 10 <= self.histogram_us <= 10_000_000:
-            raise UserError(f"--histogram-us {self.histogram_us} is out of range: use 10 to 10000000 µs")
-        if self.cpus is not None and available_cpus is not None:
-            missing = sorted(set(self.cpus) - available_cpus)
-            if missing:
-                raise UserError(
-                    f"CPU {format_cpu_list(missing)} is not available here: this machine's CPUs are "
-                    f"{format_cpu_list(sorted(available_cpus))}"
-                )
+    def validate(self, available_cpus: set[int] | None = None, where: str = "here",
+                 whose: str = "this machine's") -> None:
+        """Every value within the bounds both engines accept (LIMITS)."""
+        _choice("--engine", self.engine, ENGINES)
+        _choice("--policy", self.policy, POLICIES)
+        _choice("--phase", self.phase, PHASES)
+        if self.engine == "cyclictest" and self.phase != "together":
+            raise UserError("cyclictest starts its threads one after another and has no --phase spread: "
+                            "drop --phase or measure with the probe engine")
+        for option, name, value in (("--duration", "duration_s", self.duration_s), ("--loops", "loops", self.loops),
+                                    ("--interval-us", "interval_us", self.interval_us),
+                                    ("--priority", "priority", self.priority),
+                                    ("--spike-us", "spike_us", self.spike_us),
+                                    ("--histogram-us", "histogram_us", self.histogram_us),
+                                    ("--settle-s", "settle_s", self.settle_s)):
+            if value is not None:
+                check_range(option, name, value)
+        if self.cpus is not None:
+            if not self.cpus:
+                raise UserError("--cpus is empty: name at least one CPU, e.g. 0 or 0-3")
+            if any(not isinstance(c, int) or c < 0 for c in self.cpus):
+                raise UserError("--cpus holds something that is not a CPU number")
+            parse_cpu_list(format_cpu_list(sorted(set(self.cpus))), available_cpus, where, whose)
+
+    @property
+    def settle(self) -> float:
+        """Seconds the loads get to start before measuring."""
+        if self.settle_s is not None:
+            return float(self.settle_s)
+        return float(DEFAULT_SETTLE_S) if self.loads else 0.0
 
     @property
     def expected_s(self) -> float | None:
         """How long the measurement should take, when that is known."""
+        if self.loops:  # loops win over a duration, as in the engines' command lines
+            return self.loops * self.interval_us / 1e6
         if self.duration_s:
             return float(self.duration_s)
-        if self.loops:
-            return self.loops * self.interval_us / 1e6
         return None
+
+    @property
+    def spike_threshold_ns(self) -> int:
+        return round(self.spike_us * 1000) if self.spike_us is not None else self.interval_us * 500
 
     @property
     def cyclictest_histogram_us(self) -> int:
         """Sized from the interval: ten periods, at least 1 ms, so a sample
         must be very late indeed to fall out of it."""
-        return self.histogram_us or max(1000, 10 * self.interval_us)
+        return self.histogram_us or min(LIMITS["histogram_us"][1], max(1000, 10 * self.interval_us))
 
-    def reproducer(self) -> str:
-        argv = ["rtforge", "latency"]
+    def reproducer(self, host: str | None = None) -> str:
+        argv = ["rtforge", "latency", *([host] if host else [])]
         if self.loops:
             argv += ["--loops", str(self.loops)]
-        else:
+        elif self.duration_s:
             argv += ["--duration", format_duration(self.duration_s or 0)]
         argv += ["--interval-us", str(self.interval_us), "--priority", str(self.priority)]
         if self.policy != "fifo":
@@ -140,10 +252,14 @@ class LatencySpec:
             argv += ["--load", ",".join(self.loads)]
         if self.engine != "probe":
             argv += ["--engine", self.engine]
+        if self.phase != "together":
+            argv += ["--phase", self.phase]
         if self.spike_us is not None:
             argv += ["--spike-us", f"{self.spike_us:g}"]
         if self.histogram_us is not None:
             argv += ["--histogram-us", str(self.histogram_us)]
+        if self.settle_s is not None:
+            argv += ["--settle-s", f"{self.settle_s:g}"]
         if self.label:
             argv += ["--label", self.label]
         return shlex.join(argv)

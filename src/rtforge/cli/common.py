@@ -1,0 +1,95 @@
+"""What several commands share: options declared once, the one progress
+widget, and how a finished run is shown."""
+
+from __future__ import annotations
+
+import json
+
+import typer
+from rich.console import Console
+from rich.progress import (BarColumn, DownloadColumn, MofNCompleteColumn, Progress as Bar, TextColumn,
+                           TimeElapsedColumn)
+
+from ..results.model import RunResult
+from ..results.stats import show_dict
+from ..results.store import Store
+from .render import make_console, print_result, us
+
+RESULTS_DIR = typer.Option(None, "--results-dir", envvar="RTFORGE_RESULTS_DIR",
+                           help="run store (default: XDG data dir)")
+SSH_CONFIG = typer.Option(None, "--ssh-config", help="ssh client config file (ssh -F), e.g. for a Host alias")
+JSON = typer.Option(False, "--json", help="print the result summary as JSON (as `show --json`)")
+# seconds between progress polls (tests poll faster); checked like every number
+POLL = typer.Option(None, "--poll-s", hidden=True, help="seconds between progress polls")
+
+
+def err_console() -> Console:
+    return Console(stderr=True, highlight=False, soft_wrap=True)  # a hint is one line, never cut
+
+
+class LiveLine:
+    """One transient progress line: what is happening, a bar when the total
+    is known, a count (steps or bytes) and the elapsed time -- redrawn in
+    place on a terminal, nothing at all elsewhere.  The same widget for a
+    latency run (`latency`), a benchmark's steps (`bench`) and a kernel
+    build's steps (`step`)."""
+
+    def __init__(self, console: Console, *, count: str | None = None, label: str | None = None):
+        columns = [*([TextColumn(label)] if label else []), TextColumn("{task.description}"), BarColumn()]
+        if count == "steps":
+            columns.append(MofNCompleteColumn())
+        elif count == "bytes":
+            columns.append(DownloadColumn())
+        columns.append(TimeElapsedColumn())
+        self.bar = Bar(*columns, console=console, transient=True, disable=not console.is_terminal)
+        self.task = self.bar.add_task("", total=None)
+        self.what: str | None = None
+
+    def __enter__(self) -> LiveLine:
+        self.bar.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        return self.bar.__exit__(*exc)
+
+    def update(self, description: str, completed: float | None = None, total: float | None = None) -> None:
+        self.bar.update(self.task, description=description, completed=completed or 0, total=total)
+
+    # -- the callbacks the library takes -------------------------------------------
+    def latency(self, p) -> None:
+        """measure.session.Progress: elapsed/total and the max so far per CPU."""
+        if p.state in ("settling", "starting"):
+            self.update(f"{p.state}: the loads start before measuring")
+            return
+        total = f"/{p.total_s:.0f} s" if p.total_s else " s"
+        maxes = "  ".join(f"CPU{cpu} max {us(v)} µs" for cpu, v in sorted(p.max_ns.items()))
+        self.update(f"{p.elapsed_s:.0f}{total}  {maxes}", min(p.elapsed_s, p.total_s or p.elapsed_s), p.total_s)
+
+    def bench(self, p) -> None:
+        """measure.bench.BenchProgress: the step running, of how many."""
+        self.update(p.what, p.step, p.total)
+
+    def step(self, what: str, done: int | None, total: int | None) -> None:
+        """A kernel build's steps ('extracting …'), each with its own bar."""
+        if what != self.what:
+            self.bar.reset(self.task, total=total, description=what)
+            self.what = what
+        self.update(what, done, total)
+
+
+def show_run(result: RunResult, store: Store, as_json: bool) -> int:
+    """A run, as `show` prints it; exit status 130 for an interrupted one."""
+    if as_json:
+        print(json.dumps(show_dict(result), indent=1))
+    else:
+        console = make_console()
+        print_result(result, console)
+        console.print(f"stored as {result.run_id} in {store.root}", style="dim")
+    return 130 if result.state == "interrupted" else 0
+
+
+def hint(host: str | None, run_id: str, again: bool = True) -> str:
+    """How to get back to a run that goes on without us."""
+    where, at = (f"on {host}", f"{host} ") if host else ("here", "")
+    return (f"the run {run_id} goes on {where}: `rtforge attach {at}{run_id}` follows it{' again' if again else ''} "
+            f"and stores it when done; `rtforge latency {at}--stop {run_id}` ends it now")

@@ -1,0 +1,159 @@
+"""Where a run happens: this machine or a board over SSH, and what rtforge
+must know about it before anything starts -- its architecture, CPUs,
+privileges and tools -- in one round trip.
+
+A run on this machine and one on a board go through the same runner
+(data/runner.sh); they differ in where the run's folder is (the store's
+own, or BASE_DIR on the board, fetched when the run ends), in whether sudo
+is needed, and in the net load (a board is flooded from this host).
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from ..errors import UserError
+from ..results.store import Store
+from ..device import ConnectionLost, LocalTransport, Transport
+from .loads import HOST_LOADS, tools_needed
+from .runner import BASE_DIR
+from .spec import parse_cpu_list
+
+# Tools the runner itself needs on the target -> Debian package.
+RUNNER_TOOLS = {"sh": "dash", "setsid": "util-linux", "tar": "tar", "sha256sum": "coreutils",
+                "timeout": "coreutils", "find": "findutils"}
+# Engines other than the probe (which rtforge builds and brings along).
+ENGINE_TOOLS = {"cyclictest": "rt-tests"}
+
+# One round trip: what the host must know about a board before it starts.
+# "$3" of SSH_CONNECTION is the board's own address of this connection: the
+# address the host can reach it at, also through an ssh config alias.
+_CONTACT = r"""
+for t in "$@"; do command -v "$t" >/dev/null 2>&1 && printf 'tool %s\n' "$t"; done
+printf 'machine %s\n' "$(uname -m)"
+printf 'hostname %s\n' "$(uname -n)"
+printf 'uid %s\n' "$(id -u)"
+printf 'online %s\n' "$(cat /sys/devices/system/cpu/online 2>/dev/null)"
+printf 'allowed %s\n' "$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/$$/status 2>/dev/null)"
+printf 'ncpus %s\n' "$(nproc --all 2>/dev/null || getconf _NPROCESSORS_ONLN)"
+set -- ${SSH_CONNECTION:-}
+printf 'address %s\n' "${3:-127.0.0.1}"
+"""
+
+
+@dataclass
+class Contact:
+    machine: str
+    hostname: str
+    is_root: bool
+    address: str          # where this host reaches the target (the net load's aim)
+    ncpus: int            # online CPUs: the loads' {ncpus}
+    cpus: list[int]       # CPUs a run may measure: online and allowed
+    tools: set[str] = field(default_factory=set)
+
+
+@dataclass
+class Target:
+    transport: Transport
+    base: str             # runs live in BASE/runs/<run-id>
+    local: bool           # this machine: BASE is the store's root, so a run's folder is its store folder
+
+    @property
+    def where(self) -> str:
+        return "here" if self.local else f"on {self.transport.name}"
+
+    @property
+    def whose(self) -> str:
+        return "this machine's" if self.local else "its"
+
+
+def make_target(store: Store, transport: Transport | None = None, base: str | None = None) -> Target:
+    """This machine (no transport, or a LocalTransport without a base) or a board."""
+    if transport is None or (isinstance(transport, LocalTransport) and base is None):
+        return Target(transport or LocalTransport(), str(store.root.resolve()), True)
+    return Target(transport, base or BASE_DIR, False)
+
+
+def _local_contact(tools: list[str]) -> Contact:
+    online_text = Path("/sys/devices/system/cpu/online").read_text().strip()
+    online = parse_cpu_list(online_text) if online_text else sorted(os.sched_getaffinity(0))
+    allowed = set(os.sched_getaffinity(0))
+    return Contact(machine=platform.machine(), hostname=platform.node() or "localhost", is_root=os.geteuid() == 0,
+                   address="127.0.0.1", ncpus=os.cpu_count() or len(online),
+                   cpus=[c for c in online if c in allowed], tools={t for t in tools if shutil.which(t)})
+
+
+def first_contact(target: Target, tools: list[str]) -> Contact:
+    if target.local:
+        return _local_contact(tools)
+    t = target.transport
+    try:
+        out = t.run(["sh", "-c", _CONTACT, "sh", *tools], check=True, timeout=60,
+                    step="reading the board's facts").stdout
+    except ConnectionLost as e:
+        detail = str(e).split(": ", 1)[-1]
+        raise UserError(f"cannot reach {t.name} over SSH ({detail}): check the host name, "
+                        "or name it in your ssh config (--ssh-config FILE)") from None
+    v: dict[str, str] = {}
+    found = set()
+    for line in out.splitlines():
+        key, _, value = line.partition(" ")
+        if key == "tool":
+            found.add(value)
+        else:
+            v[key] = value.strip()
+    online = parse_cpu_list(v["online"]) if v.get("online") else list(range(int(v.get("ncpus") or 1)))
+    allowed = set(parse_cpu_list(v["allowed"])) if v.get("allowed") else set(online)
+    return Contact(machine=v["machine"], hostname=v.get("hostname") or t.name, is_root=v.get("uid") == "0",
+                   address=v.get("address") or "127.0.0.1", ncpus=int(v.get("ncpus") or len(online)),
+                   cpus=[c for c in online if c in allowed] or online, tools=found)
+
+
+def target_loads(loads: list[str], target: Target) -> list[str]:
+    """The loads the runner starts on the target (a board's net load runs here)."""
+    return loads if target.local else [n for n in loads if n not in HOST_LOADS]
+
+
+def tools_for(engine: str, loads: list[str], target: Target) -> dict[str, tuple[str, str | None]]:
+    """tool -> (Debian package, the load that needs it, if one does), in the order they are named."""
+    needed: dict[str, tuple[str, str | None]] = {}
+    if engine in ENGINE_TOOLS:
+        needed[engine] = (ENGINE_TOOLS[engine], None)
+    needed.update(tools_needed(target_loads(loads, target)))
+    needed.update({t: (pkg, None) for t, pkg in RUNNER_TOOLS.items() if t not in needed})
+    return needed
+
+
+def check_tools(needed: dict[str, tuple[str, str | None]], target: Target, contact: Contact, install: bool,
+                on_step: Callable[[str], None]) -> None:
+    """Every tool the engine, the loads and the runner need, or one sentence
+    naming the Debian package (a board's are installed with --install)."""
+    missing = {t: v for t, v in needed.items() if t not in contact.tools}
+    if not missing:
+        return
+    t = target.transport
+    tool, (package, load) = next(iter(missing.items()))
+    what = f"the '{load}' load needs {tool}" if load else f"rtforge needs {tool}"
+    if target.local:
+        if tool in ENGINE_TOOLS:
+            raise UserError(f"{tool} is not installed: apt install {package}")
+        raise UserError(f"{what}, which is not installed: apt install {package}")
+    packages = sorted({pkg for pkg, _ in missing.values()})
+    if install:
+        on_step(f"installing {' '.join(packages)} on {t.name} with apt-get")
+        r = t.run(["env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "install", "-y", "-q", *packages],
+                  sudo=True, timeout=1800, step=f"installing {' '.join(packages)}")
+        if r.returncode:
+            last = (r.stderr.strip() or r.stdout.strip() or f"exit status {r.returncode}").splitlines()[-1]
+            raise UserError(f"apt-get could not install {' '.join(packages)} on {t.name} ({last}): "
+                            "install it there by hand")
+        return
+    if tool in ENGINE_TOOLS:
+        what = f"the {tool} engine needs {tool}"
+    raise UserError(f"{what} on {t.name}, which is not installed there: install it with "
+                    f"`apt install {package}` on the board, or pass --install")
