@@ -1,0 +1,115 @@
+"""rtforge tune: apply doctor's runtime fixes reversibly; --show, --revert, --dry-run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.markup import escape
+
+from ..device import tune as tuning
+from ..device.procparse import format_cpulist
+from ..device.tuneops import OPERATIONS, operation_names
+from ..device.tunestate import STATE_PATH
+from ..errors import UserError
+from . import app
+from .device import HOST_HELP, SSH_CONFIG
+from .doctor import SYSROOT, board_for, host_arg
+from .render import make_console
+
+OPS_HELP = "only these operations, comma-separated: " + ", ".join(operation_names())
+
+
+@app.command()
+def tune(
+    host: Optional[str] = typer.Argument(None, help=HOST_HELP),
+    isolate: Optional[str] = typer.Option(None, "--isolate", metavar="CPUS",
+                                          help="CPUs for RT work: interrupts are moved off them (default: the CPUs "
+                                               "isolated at boot)"),
+    only: Optional[str] = typer.Option(None, "--only", metavar="OPS", help=OPS_HELP),
+    dry_run: bool = typer.Option(False, "--dry-run", help="print the plan, change nothing"),
+    show: bool = typer.Option(False, "--show", help="what rtforge tune has applied, and whether it still is"),
+    revert: bool = typer.Option(False, "--revert", help="restore exactly the values from before the first tune"),
+    sysroot: Optional[Path] = SYSROOT,
+    ssh_config: Optional[Path] = SSH_CONFIG,
+) -> int:
+    """Apply doctor's runtime fixes (governor, IRQ affinity, RT throttling, Wi-Fi power save); the values before
+    are saved on the target, so --revert restores them exactly."""
+    modes = [name for name, on in (("--show", show), ("--revert", revert), ("--dry-run", dry_run)) if on]
+    if len(modes) > 1:
+        raise UserError(f"{' and '.join(modes)} exclude each other: give one")
+    if (show or revert) and (isolate or only):
+        raise UserError(f"{modes[0]} takes no --isolate or --only: it works on what was applied")
+    ops = [o.strip() for o in only.split(",") if o.strip()] if only else None
+    board = board_for(host, ssh_config, sysroot)
+    c = make_console()
+    where = f"{board.name}:{board.path(STATE_PATH)}"
+    try:
+        if show:
+            _show(c, tuning.show(board), host)
+        elif revert:
+            _revert(c, tuning.revert(board), host)
+        else:
+            plan = tuning.plan(board, isolate=isolate, only=ops)
+            _print_plan(c, plan, dry_run)
+            if dry_run or not plan.changes:
+                return 0
+            result = tuning.apply(board, plan)
+            for ch, why in result.failed:
+                c.print(f"[yellow]not changed:[/yellow] {escape(ch.label or ch.target)}: {escape(why)}",
+                        highlight=False)
+            c.print(f"applied {len(result.applied)} of {len(plan.changes)}; the values before are saved in {where}: "
+                    f"undo with rtforge tune {host_arg(host)}--revert", highlight=False)
+    finally:
+        board.t.close()
+    return 0
+
+
+def _print_plan(c, plan: tuning.Plan, dry_run: bool) -> None:
+    titles = {op.name: op.title for op in OPERATIONS}
+    if plan.isolate:
+        c.print(f"RT CPUs: {format_cpulist(plan.isolate)}", highlight=False)
+    verb = "would change" if dry_run else "changing"
+    for name, notes in plan.notes.items():
+        changes = [ch for ch in plan.changes if ch.op == name]
+        c.print(f"[bold]{name}[/bold] ({titles[name]}): " + (f"{verb} {len(changes)}" if changes else
+                                                              "nothing to do"), highlight=False)
+        for ch in changes:
+            c.print(f"    {escape(ch.label or ch.target)}: {escape(str(ch.before))} -> {escape(ch.wanted)}"
+                    f"   ({escape(ch.target)})", highlight=False)
+        for n in notes:
+            c.print(f"    [dim]{escape(n)}[/dim]", highlight=False)
+
+
+def _show(c, r: tuning.ShowResult, host: str | None) -> None:
+    if r.state is None:
+        c.print("nothing applied by rtforge tune here", highlight=False)
+        return
+    if r.rebooted:
+        c.print(f"rtforge tune applied {len(r.state.settings)} setting(s) at {r.state.updated}, but the target has "
+                f"rebooted since: they are gone; rtforge tune {host_arg(host)}--revert clears the record",
+                highlight=False)
+        return
+    c.print(f"applied by rtforge tune at {r.state.updated} (RT CPUs: {format_cpulist(set(r.state.isolate)) or '-'}):",
+            highlight=False)
+    marks = {"applied": "[green]applied[/green]", "changed-since": "[yellow]changed since[/yellow]",
+             "gone": "[dim]gone[/dim]"}
+    for row in r.rows:
+        s = row.setting
+        c.print(f"  {marks[row.state]}  {s.op}: {escape(s.label or s.target)}: {escape(str(s.before))} -> "
+                f"{escape(s.applied)}" + ("" if row.state == "applied" else f" (now {escape(str(row.now))})"),
+                highlight=False)
+
+
+def _revert(c, r: tuning.RevertResult, host: str | None) -> None:
+    if r.state is None:
+        c.print("nothing to revert: rtforge tune has changed nothing here", highlight=False)
+        return
+    if r.rebooted:
+        c.print("the target has rebooted since rtforge tune: its runtime settings are already gone; "
+                "cleared the record", highlight=False)
+        return
+    c.print(f"restored {len(r.restored)} setting(s) to their values from before {r.state.created}", highlight=False)
+    for s in r.gone:
+        c.print(f"  [dim]{escape(s.label or s.target)}: no longer there, nothing to restore[/dim]", highlight=False)
