@@ -33,11 +33,19 @@ def probe_cpu(probe, cpu: int, values) -> CpuResult:
 
 
 def make_run(cpus, label="run", preempt="rt", **kw) -> RunResult:
-    args = dict(run_id=f"20260101-000000-pi-{abs(hash(label)) % 9999:04x}", engine="probe", state="complete",
-                host="pi", start_time="2026-01-01T00:00:00+00:00", label=label, duration_s=7200.0,
-                config={"interval_us": 200, "priority": 90, "policy": "fifo", "loads": ["cpu"], "cpus": [c.cpu for c in cpus]},
-                system={"kernel_release": "6.12.0-rt", "preempt_model": preempt}, cpus=cpus,
-                reproducer=f"rtforge latency --duration 2h --load cpu --label '{label}'")
+    args = dict(
+        run_id=f"20260101-000000-pi-{abs(hash(label)) % 9999:04x}",
+        engine="probe",
+        state="complete",
+        host="pi",
+        start_time="2026-01-01T00:00:00+00:00",
+        label=label,
+        duration_s=7200.0,
+        config={"interval_us": 200, "priority": 90, "policy": "fifo", "loads": ["cpu"], "cpus": [c.cpu for c in cpus]},
+        system={"kernel_release": "6.12.0-rt", "preempt_model": preempt},
+        cpus=cpus,
+        reproducer=f"rtforge latency --duration 2h --load cpu --label '{label}'",
+    )
     args.update(kw)
     return RunResult(**args)
 
@@ -45,15 +53,26 @@ def make_run(cpus, label="run", preempt="rt", **kw) -> RunResult:
 def cyclictest_cpu(cpu: int, counts_by_us: dict[int, int], overflow: int, max_us: int, range_us: int) -> CpuResult:
     buckets = [[k * 1000, k * 1000, n] for k, n in counts_by_us.items()]
     n = sum(counts_by_us.values()) + overflow
-    return CpuResult(cpu=cpu, count=n, min_ns=min(counts_by_us) * 1000, max_ns=max_us * 1000, sum_ns=None,
-                     overruns=None, hist=Histogram.from_buckets(buckets, overflow, (range_us - 1) * 1000))
+    return CpuResult(
+        cpu=cpu,
+        count=n,
+        min_ns=min(counts_by_us) * 1000,
+        max_ns=max_us * 1000,
+        sum_ns=None,
+        overruns=None,
+        hist=Histogram.from_buckets(buckets, overflow, (range_us - 1) * 1000),
+    )
 
 
 @pytest.fixture(scope="module")
 def samples():
     rng = np.random.default_rng(7)
-    return {cpu: np.concatenate([rng.lognormal(np.log(15_000 + 3000 * cpu), 0.2, 20_000),
-                                 rng.pareto(2, 50) * 20_000 + 40_000]).astype(np.int64) for cpu in range(4)}
+    return {
+        cpu: np.concatenate(
+            [rng.lognormal(np.log(15_000 + 3000 * cpu), 0.2, 20_000), rng.pareto(2, 50) * 20_000 + 40_000]
+        ).astype(np.int64)
+        for cpu in range(4)
+    }
 
 
 @pytest.fixture(scope="module")
@@ -62,6 +81,7 @@ def probe_run(probe, samples) -> RunResult:
 
 
 # -- the binning behind the OSADL plot ------------------------------------------
+
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(values=st.lists(st.integers(0, 5_000_000), min_size=1, max_size=300), bin_us=st.sampled_from([1, 2, 5, 50]))
@@ -72,7 +92,7 @@ def test_us_bins_keep_every_sample_and_show_every_bucket(probe, values, bin_us):
     assert counts.sum() == pytest.approx(len(values))
     for lo, hi, _n in cpu.hist.to_buckets():
         first, last = int(lo / 1000 // bin_us), int((hi + 1) / 1000 // bin_us)
-        assert counts[first:last + 1].max() >= 1, (lo, hi)  # visible above the 0.8 floor
+        assert counts[first : last + 1].max() >= 1, (lo, hi)  # visible above the 0.8 floor
 
 
 def test_cyclictest_buckets_land_exactly_on_their_microsecond():
@@ -83,6 +103,7 @@ def test_cyclictest_buckets_land_exactly_on_their_microsecond():
 
 # -- plots -----------------------------------------------------------------------
 
+
 def test_osadl_plot(probe_run):
     fig = plots.latency_histogram(probe_run)
     ax = fig.axes[0]
@@ -91,7 +112,7 @@ def test_osadl_plot(probe_run):
     worst = max(probe_run.cpus, key=lambda c: c.max_ns)
     for c in probe_run.cpus:
         assert any(lbl.startswith(f"CPU {c.cpu}: max {c.max_ns / 1000:.1f} µs") for lbl in labels)
-    assert sum("worst" in lbl for lbl in labels) == 1 and f"CPU {worst.cpu}:" in next(l for l in labels if "worst" in l)
+    assert sum("worst" in lbl for lbl in labels) == 1 and f"CPU {worst.cpu}:" in next(s for s in labels if "worst" in s)
     widths = sorted(p.get_linewidth() for p in ax.patches)
     assert widths[-1] > widths[0]  # the worst CPU is drawn heavier
     assert [t.get_text() for t in fig.texts] == [probe_run.reproducer]  # the command line under the axis
@@ -101,11 +122,25 @@ def test_timeline_pools_long_series_without_losing_the_peak():
     n = 86_400
     max_ns = [[20_000] * n, [25_000] * n]
     max_ns[1][54_321] = 900_000
-    tel = {"t_s": [float(i) for i in range(n)], "temp_mc": {"zone0": [60_000] * n},
-           "freq_khz": {"cpu0": [1_500_000] * n}, "throttled": [0] * n, "load1": [1.0] * n}
+    tel = {
+        "t_s": [float(i) for i in range(n)],
+        "temp_mc": {"zone0": [60_000] * n},
+        "freq_khz": {"cpu0": [1_500_000] * n},
+        "throttled": [0] * n,
+        "load1": [1.0] * n,
+    }
     tel["throttled"][1000:2000] = [0x4] * 1000  # throttled for 1000 s
-    run = make_run([], series={"t_s": list(range(n)), "cpus": [0, 1], "max_ns": max_ns,
-                               "count": [[5000] * n] * 2, "overruns": [[0] * n] * 2}, telemetry=tel)
+    run = make_run(
+        [],
+        series={
+            "t_s": list(range(n)),
+            "cpus": [0, 1],
+            "max_ns": max_ns,
+            "count": [[5000] * n] * 2,
+            "overruns": [[0] * n] * 2,
+        },
+        telemetry=tel,
+    )
     fig = plots.timeline(run)
     top = fig.axes[0]
     lines = top.get_lines()
@@ -144,6 +179,7 @@ def test_compare_overlay_and_svg_png(probe_run):
 
 # -- compare and verdict -----------------------------------------------------------
 
+
 def test_compare_ratios_reproduce_the_pi4_reference():
     """DESIGN.md: Pi 4B, 4.19, idle: max 301 µs stock -> 93 µs RT (3.2×)."""
     stock = make_run([cyclictest_cpu(0, {20: 1000, 301: 1}, 0, 301, 400)], label="stock", preempt="voluntary-or-none")
@@ -155,8 +191,17 @@ def test_compare_ratios_reproduce_the_pi4_reference():
     assert "max 3.2× higher" in compare_runs([rt, stock])[1]["versus_first"]
 
 
-@pytest.mark.parametrize("text, ns", [("1ms", 1_000_000), ("500us", 500_000), ("250µs", 250_000),
-                                      ("0.5ms", 500_000), ("2000", 2_000_000), ("750 ns", 750)])
+@pytest.mark.parametrize(
+    "text, ns",
+    [
+        ("1ms", 1_000_000),
+        ("500us", 500_000),
+        ("250µs", 250_000),
+        ("0.5ms", 500_000),
+        ("2000", 2_000_000),
+        ("750 ns", 750),
+    ],
+)
 def test_cycle_times(text, ns):
     assert parse_cycle_time(text) == ns
 
@@ -176,26 +221,52 @@ def test_verdicts():
     lost = make_run([cyclictest_cpu(0, body, 5, 4000, 1000)])  # 5 samples beyond a 1 ms histogram
     v = verdict(lost, 999_000)
     assert v.status == "fail" and v.above == 5
-    overrun = make_run([CpuResult(0, 100, 10_000, 50_000, 2_000_000, 3, Histogram.from_buckets([[10_000, 10_000, 99], [50_000, 50_000, 1]]))])
+    overrun = make_run(
+        [
+            CpuResult(
+                0,
+                100,
+                10_000,
+                50_000,
+                2_000_000,
+                3,
+                Histogram.from_buckets([[10_000, 10_000, 99], [50_000, 50_000, 1]]),
+            )
+        ]
+    )
     assert verdict(overrun, 1_000_000).status == "fail"
 
 
 # -- reports -----------------------------------------------------------------------
 
+
 def chromium(*args) -> subprocess.CompletedProcess:
     exe = shutil.which("chromium") or shutil.which("chromium-browser")
     if not exe:
         pytest.fail("Debian's chromium is not installed (make setup installs it)")
-    base = [exe, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
-            "--disable-component-update", "--disable-sync", "--disable-quic",
-            # any network access would fail: the report must not need it
-            "--host-resolver-rules=MAP * ~NOTFOUND"]
+    base = [
+        exe,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--disable-quic",
+        # any network access would fail: the report must not need it
+        "--host-resolver-rules=MAP * ~NOTFOUND",
+    ]
     return subprocess.run(base + list(args), capture_output=True, text=True, timeout=120)
 
 
 def test_html_report_renders_in_chromium(tmp_path, probe_run):
-    stock = make_run(probe_run.cpus[:2], label="stock <kernel> & co", preempt="voluntary-or-none",
-                     warnings=["a warning that says what to change"])
+    stock = make_run(
+        probe_run.cpus[:2],
+        label="stock <kernel> & co",
+        preempt="voluntary-or-none",
+        warnings=["a warning that says what to change"],
+    )
     emu = make_run(probe_run.cpus[:1], label="boot test", config={"emulated": True, "priority": 90, "loads": []})
     out = tmp_path / "report.html"
     document.write_html([stock, probe_run, emu], 1_000_000, out)
@@ -210,7 +281,9 @@ def test_html_report_renders_in_chromium(tmp_path, probe_run):
     assert dom.stdout.count("<figure") == n_fig and dom.stdout.count("<svg") >= n_fig
     assert dom.stdout.count("<path") > 50
     shot = tmp_path / "shot.png"
-    r = chromium("--user-data-dir=" + str(tmp_path / "ud2"), "--window-size=1200,6000", f"--screenshot={shot}", out.as_uri())
+    r = chromium(
+        "--user-data-dir=" + str(tmp_path / "ud2"), "--window-size=1200,6000", f"--screenshot={shot}", out.as_uri()
+    )
     assert r.returncode == 0 and shot.exists(), r.stderr[-500:]
     img = imread(shot)[..., :3]
     assert img.shape[:2] == (6000, 1200)

@@ -1,7 +1,25 @@
-"""Where rtforge keeps things, per the XDG base directory spec."""
+"""Where rtforge keeps things (per the XDG base directory spec), and how it
+writes them.
 
+rtforge runs as root, so where it writes is checked, not assumed: it writes
+only into its store, its cache, the build and dist folders and the output
+paths the user names.  A named output path must be a regular file or not
+exist yet -- never a device (``-o /dev/null`` once replaced /dev/null with a
+file), a FIFO, a folder or a symbolic link (the rename would replace the
+link).  Every write goes to a temporary file in the same folder, is synced
+and then renamed over the target, so a full disk, a file size limit or a
+read-only file system leaves the old file (or nothing) and no temporary file.
+"""
+
+from __future__ import annotations
+
+import errno
 import os
+import stat
+import tempfile
 from pathlib import Path
+
+from .errors import UserError
 
 
 def _xdg(var: str, default: str) -> Path:
@@ -22,3 +40,135 @@ def cache_dir() -> Path:
     """Built probes, kernel sources and ccache: safe to delete."""
     override = os.environ.get("RTFORGE_CACHE_DIR")
     return Path(override) if override else _xdg("XDG_CACHE_HOME", ".cache") / "rtforge"
+
+
+def download_dir() -> Path:
+    """Files rtforge downloads (Debian packages, release tarballs, RT patches):
+    they never change once published, so a CI machine may keep this folder
+    between clean runs (RTFORGE_DOWNLOAD_CACHE)."""
+    override = os.environ.get("RTFORGE_DOWNLOAD_CACHE")
+    return Path(override) if override else cache_dir() / "downloads"
+
+
+# errno -> what to do about it, for one-sentence errors
+_ADVICE = {
+    errno.ENOSPC: "the disk is full: free some space or write elsewhere",
+    errno.EDQUOT: "the disk quota is used up: free some space or write elsewhere",
+    errno.EFBIG: "the file would exceed the file size limit (ulimit -f): raise the limit or write elsewhere",
+    errno.EROFS: "the file system is read-only: write elsewhere",
+    errno.EACCES: "permission denied: check the folder's permissions or write elsewhere",
+    errno.EPERM: "the operation is not permitted there: write elsewhere",
+    errno.ENOENT: "the folder does not exist or does not take new files: write elsewhere",
+    errno.ENOTDIR: "a part of the path is not a folder: check the path",
+    errno.EISDIR: "it is a folder: name a file",
+    errno.ENAMETOOLONG: "the name is too long: choose a shorter one",
+    errno.ELOOP: "the path has a loop of symbolic links: check the path",
+    errno.EIO: "the disk reported an I/O error: check the disk",
+}
+
+
+def os_error_sentence(path: Path | str, e: OSError, doing: str = "write") -> str:
+    """'cannot write PATH: <what happened>; <what to do>' for an OSError."""
+    advice = _ADVICE.get(e.errno or 0)
+    what = advice or f"{e.strerror or e}: check the path and the disk"
+    return f"cannot {doing} {path}: {what}"
+
+
+def check_output(path: Path | str) -> Path:
+    """A path the user named for rtforge to write (a report, a plot): it must be
+    a regular file or not exist, in an existing folder; UserError otherwise."""
+    path = Path(path)
+    if not path.name or path.name in (".", ".."):
+        raise UserError(f"cannot write '{path}': name a file, e.g. {path / 'report.html'}")
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        st = None
+    except OSError as e:
+        raise UserError(os_error_sentence(path, e)) from None
+    if st is not None:
+        if stat.S_ISLNK(st.st_mode):
+            raise UserError(f"cannot write {path}: it is a symbolic link, which rtforge does not replace or follow; "
+                            "name the file it points to, or a new file")
+        if stat.S_ISDIR(st.st_mode):
+            raise UserError(f"cannot write {path}: it is a folder; name a file in it, e.g. {path / 'report.html'}")
+        if not stat.S_ISREG(st.st_mode):
+            raise UserError(f"cannot write {path}: it is a device, FIFO or socket, not a regular file; "
+                            "name a regular file (or a new one)")
+    parent = path.parent
+    if not parent.is_dir():
+        raise UserError(f"cannot write {path}: {parent} is not a directory; create that folder first")
+    return path
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def write_atomic(path: Path | str, data: bytes | str, *, private: bool = False, fixed_tmp: bool = False) -> None:
+    """Write data to path through a synced temporary file in the same folder
+    and a rename; on any error (UserError for an OSError) nothing is left
+    behind and an existing file is untouched.  The caller checks the path.
+
+    fixed_tmp: the temporary file is always .<name>.tmp, so one left by a
+    writer that was SIGKILLed is taken over by the next write (the run
+    store, whose files one process at a time writes)."""
+    path = Path(path)
+    blob = data.encode() if isinstance(data, str) else data
+    tmp: str | None = None
+    try:
+        if fixed_tmp:
+            tmp = str(path.with_name(f".{path.name}.tmp"))
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        else:  # a short prefix: a name near NAME_MAX must not make the temp name too long
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name[:32]}.", suffix=".tmp")
+        with os.fdopen(fd, "wb") as f:
+            f.write(blob)
+            f.flush()
+            os.fsync(f.fileno())
+        # mkstemp's 0600 is for secrets, not reports
+        os.chmod(tmp, (0o600 if private else 0o666) & ~_umask())
+        os.replace(tmp, path)
+        tmp = None
+        sync_dir(path.parent)
+    except OSError as e:
+        raise UserError(os_error_sentence(path, e)) from None
+    finally:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass  # it was never made, or the folder went away
+
+
+def sync_dir(folder: Path) -> None:
+    """Make the rename durable; some file systems cannot sync a folder."""
+    try:
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def write_output(path: Path | str, data: bytes | str) -> Path:
+    """An output file the user named: checked (check_output), then written atomically."""
+    path = check_output(path)
+    write_atomic(path, data)
+    return path
+
+
+def inside(root: Path, rel: str | Path) -> Path:
+    """root/rel, resolved with symbolic links; UserError when it leaves root.
+    For paths read from files rtforge did not write itself (manifests, results)."""
+    base = Path(root).resolve()
+    target = (base / rel).resolve()
+    if target != base and base not in target.parents:
+        raise UserError(f"'{rel}' leads outside {root}; refusing to use it")
+    return target

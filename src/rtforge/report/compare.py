@@ -8,7 +8,7 @@ from typing import Any
 from ..errors import UserError
 from ..results.bench import summarize_bench
 from ..results.model import RunResult
-from ..results.stats import summarize_all
+from ..results.stats import percentile_text, summarize_all
 
 # (label, summary field); all latencies, lower is better
 METRICS = [("min", "min_ns"), ("avg", "avg_ns"), ("p99", "p99_ns"), ("p99.99", "p9999_ns"), ("max", "max_ns")]
@@ -44,6 +44,7 @@ def compare_runs(runs: list[RunResult]) -> list[dict[str, Any]]:
             "duration_s": r.duration_s,
             "count": s.count,
             **{key: getattr(s, key) for _, key in METRICS},
+            "p99_text": percentile_text(s, s.p99_ns), "p9999_text": percentile_text(s, s.p9999_ns),
             "overflow": s.overflow,
             "overruns": s.overruns,
             "ratio_to_first": ratios,

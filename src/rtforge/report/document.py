@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 import tempfile
 from datetime import datetime, timezone
 from importlib import resources
@@ -15,9 +16,11 @@ from typing import Any
 
 import jinja2
 
-from .. import __version__
+from .. import __version__, paths
+from ..errors import UserError
 from ..results.model import RunResult
-from ..results.stats import summarize_cpu, telemetry_summary
+from ..results.display import md_cell, md_code, md_text
+from ..results.stats import percentile_text, summarize_cpu, telemetry_summary
 from . import plots
 from .compare import compare_runs
 from .verdict import format_ns, report_warnings, verdict
@@ -35,17 +38,22 @@ def _range(values, scale, fmt="{:.0f}") -> str:
 def system_row(r: RunResult) -> dict[str, Any]:
     s, c = r.system, r.config
     return {
-        "run": r.label or r.run_id, "run_id": r.run_id, "state": r.state + (" (partial)" if r.partial else ""),
+        "run": r.label or r.run_id,
+        "run_id": r.run_id,
+        "state": r.state + (" (partial)" if r.partial else ""),
         "engine": r.engine + (" (emulated)" if c.get("emulated") else ""),
-        "kernel": s.get("kernel_release") or "?", "kernel_version": s.get("kernel_version") or "",
+        "kernel": s.get("kernel_release") or "?",
+        "kernel_version": s.get("kernel_version") or "",
         "preempt_model": s.get("preempt_model") or "?",
         "board": s.get("board_model") or s.get("cpu_model") or s.get("machine") or "?",
         "loads": ", ".join(c.get("loads") or []) or "none",
         "duration": "?" if r.duration_s is None else f"{r.duration_s:,.0f} s",
-        "interval": f"{c.get('interval_us', '?')} µs", "priority": f"{c.get('policy', 'fifo')} {c.get('priority', '?')}",
+        "interval": f"{c.get('interval_us', '?')} µs",
+        "priority": f"{c.get('policy', 'fifo')} {c.get('priority', '?')}",
         "cpus": ",".join(map(str, c.get("cpus") or [])) or "?",
         "governors": ", ".join(s.get("governors") or []) or "–",
-        "cmdline": s.get("cmdline") or "", "reproducer": r.reproducer or " ".join(r.engine_argv),
+        "cmdline": s.get("cmdline") or "",
+        "reproducer": r.reproducer or " ".join(r.engine_argv),
     }
 
 
@@ -55,11 +63,13 @@ def telemetry_row(r: RunResult) -> dict[str, Any]:
     freqs = [v for col in (tel.get("freq_khz") or {}).values() for v in col]
     return {
         "run": r.label or r.run_id,
-        "temperature": "no sensor" if t["temp_max_mc"] is None else
-        f"{t['temp_min_mc'] / 1000:.1f}–{t['temp_max_mc'] / 1000:.1f} °C",
+        "temperature": "no sensor"
+        if t["temp_max_mc"] is None
+        else f"{t['temp_min_mc'] / 1000:.1f}–{t['temp_max_mc'] / 1000:.1f} °C",
         "frequency": _range(freqs, 1000) + (" MHz" if freqs else ""),
-        "throttling": "not reported" if t["throttled_seen"] is None else
-        (", ".join(t["throttle_flags"]) if t["throttled_seen"] else "none seen"),
+        "throttling": "not reported"
+        if t["throttled_seen"] is None
+        else (", ".join(t["throttle_flags"]) if t["throttled_seen"] else "none seen"),
         "load1": _range(tel.get("load1") or [], 1, "{:.2f}"),
     }
 
@@ -73,8 +83,13 @@ def figures(runs: list[RunResult]) -> list[tuple[str, str, plots.Figure]]:
         tl = plots.timeline(r)
         if tl is not None:
             out.append((f"timeline-{i}", f"Per-second maximum, temperature and frequency: {name}", tl))
-    out.append(("exceedance", "Fraction of wake-ups later than x" + (" (per CPU)" if len(runs) == 1 else ""),
-                plots.exceedance(runs)))
+    out.append(
+        (
+            "exceedance",
+            "Fraction of wake-ups later than x" + (" (per CPU)" if len(runs) == 1 else ""),
+            plots.exceedance(runs),
+        )
+    )
     if len(runs) > 1:
         out.append(("compare", "Histograms compared, all CPUs of each run", plots.compare_overlay(runs)))
     return out
@@ -95,50 +110,91 @@ def context(runs: list[RunResult], cycle_ns: int | None) -> dict[str, Any]:
         "runs": runs,
         "us": _us,
         "stats": summarize_cpu,
+        "pct": percentile_text,
     }
 
 
 def _env() -> jinja2.Environment:
     loader = jinja2.FileSystemLoader(str(resources.files("rtforge.report") / "templates"))
-    return jinja2.Environment(loader=loader, autoescape=jinja2.select_autoescape(enabled_extensions=("html.j2",), default_for_string=True),
-                              trim_blocks=True, lstrip_blocks=True, undefined=jinja2.StrictUndefined)
+    env = jinja2.Environment(
+        loader=loader,
+        autoescape=jinja2.select_autoescape(enabled_extensions=("html.j2",), default_for_string=True),
+        trim_blocks=True,
+        lstrip_blocks=True,
+        undefined=jinja2.StrictUndefined,
+    )
+    # Markdown: every text from a result through one of these (a '|' or a newline breaks a table)
+    env.filters.update(cell=md_cell, text=md_text, code=md_code)
+    return env
+
+
+def _plots_dir_replaceable(files: Path) -> None:
+    """The folder of a Markdown report's plots is replaced as a whole: only
+    when it is one rtforge made (a real folder holding only .svg files)."""
+    try:
+        st = os.lstat(files)
+    except FileNotFoundError:
+        return
+    except OSError as e:
+        raise UserError(paths.os_error_sentence(files, e, "replace")) from None
+    ok = stat.S_ISDIR(st.st_mode) and all(
+        p.suffix == ".svg" and p.is_file() and not p.is_symlink() for p in files.iterdir()
+    )
+    if not ok:
+        raise UserError(
+            f"cannot write the report's plots into {files}: it exists and is not a folder of plots "
+            "rtforge made; move it away or choose another report name"
+        )
+
+
+def write_html(runs: list[RunResult], cycle_ns: int | None, out: Path) -> Path:
+    ctx = context(runs, cycle_ns)
+    ctx["figures"] = [(stem, caption, plots.inline_svg(fig)) for stem, caption, fig in figures(runs)]
+    return paths.write_output(out, _env().get_template("report.html.j2").render(**ctx))
+
+
+def write_markdown(runs: list[RunResult], cycle_ns: int | None, out: Path) -> Path:
+    """out plus a folder <stem>_files/ holding the plots as SVG.
+
+    Everything is written into a temporary folder beside out first; only
+    then is the old plots folder swapped for it and the report renamed into
+    place, so a failure (a full disk) leaves the previous report whole."""
+    out = paths.check_output(out)
+    files = out.with_name(out.stem + "_files")
+    _plots_dir_replaceable(files)
+    ctx = context(runs, cycle_ns)
+    rendered = [(f"{files.name}/{stem}.svg", caption, plots.render(fig, "svg")) for stem, caption, fig in figures(runs)]
+    ctx["figures"] = [(path, caption) for path, caption, _ in rendered]
+    text = _env().get_template("report.md.j2").render(**ctx)
+    tmp = old = None
+    try:
+        tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{files.name[:32]}."))
+        for path, _, svg in rendered:
+            paths.write_atomic(tmp / Path(path).name, svg)
+        staged = tmp / ".report.md"
+        paths.write_atomic(staged, text)
+        os.chmod(tmp, 0o777 & ~_umask())
+        if files.exists():
+            old = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{files.name[:32]}.old."))
+            os.replace(files, old / "plots")
+        os.replace(tmp, files)
+        tmp = None
+        os.replace(files / ".report.md", out)
+    except OSError as e:
+        if old is not None and (old / "plots").exists() and not files.exists():
+            try:
+                os.replace(old / "plots", files)  # put the previous report's plots back
+            except OSError:
+                pass
+        raise UserError(paths.os_error_sentence(out, e)) from None
+    finally:
+        for leftover in (tmp, old):
+            if leftover is not None:
+                shutil.rmtree(leftover, ignore_errors=True)
+    return out
 
 
 def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    """Temp file + rename: a failed report never leaves half a file."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-    os.chmod(tmp, 0o666 & ~_umask())  # mkstemp's 0600 is for secrets, not reports
-    os.replace(tmp, path)
-
-
-def write_html(runs: list[RunResult], cycle_ns: int | None, out: Path) -> Path:
-    ctx = context(runs, cycle_ns)
-    ctx["figures"] = [(stem, caption, plots.inline_svg(fig)) for stem, caption, fig in figures(runs)]
-    _write_atomic(out, _env().get_template("report.html.j2").render(**ctx))
-    return out
-
-
-def write_markdown(runs: list[RunResult], cycle_ns: int | None, out: Path) -> Path:
-    """out plus a folder <stem>_files/ holding the plots as SVG."""
-    ctx = context(runs, cycle_ns)
-    files = out.with_name(out.stem + "_files")
-    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{files.name}."))
-    rendered = []
-    for stem, caption, fig in figures(runs):
-        (tmp / f"{stem}.svg").write_bytes(plots.render(fig, "svg"))
-        rendered.append((f"{files.name}/{stem}.svg", caption))
-    ctx["figures"] = rendered
-    text = _env().get_template("report.md.j2").render(**ctx)
-    os.chmod(tmp, 0o777 & ~_umask())
-    shutil.rmtree(files, ignore_errors=True)
-    os.replace(tmp, files)
-    _write_atomic(out, text)
-    return out

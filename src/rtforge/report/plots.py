@@ -15,14 +15,17 @@ import math
 import matplotlib
 import numpy as np
 
-matplotlib.use("Agg")  # no display, ever
-matplotlib.rcParams["svg.fonttype"] = "none"  # text stays text: small, searchable SVG
-
-from matplotlib.figure import Figure  # noqa: E402
-
+from ..results.display import clean
 from ..results.hist import Histogram
 from ..results.model import RunResult
 from ..results.stats import merged_histogram, summarize_all
+
+matplotlib.use("Agg")  # no display, ever
+matplotlib.rcParams["svg.fonttype"] = "none"  # text stays text: small, searchable SVG
+# Labels come from users and files: '$' must be a dollar sign, not TeX to parse (a bad one raises).
+matplotlib.rcParams["text.parse_math"] = False
+
+from matplotlib.figure import Figure  # noqa: E402
 
 MAX_BINS = 20_000       # x resolution of histogram plots
 MAX_POINTS = 2_000      # per line in time series: max-pooled beyond that
@@ -94,7 +97,7 @@ def _title(run: RunResult) -> str:
     parts = [name, f"kernel {s.get('kernel_release', '?')}", f"preemption {s.get('preempt_model', '?')}"]
     if run.config.get("loads"):
         parts.append("load " + ",".join(run.config["loads"]))
-    title = " · ".join(parts)
+    title = clean(" · ".join(parts))[:300]  # no control character may reach the SVG (invalid XML)
     if run.config.get("emulated"):
         title += "\n" + EMULATED_NOTE
     return title
@@ -120,19 +123,31 @@ def latency_histogram(run: RunResult) -> Figure:
             label += f" ({c.hist.overflow:,} beyond the histogram)"
         ax.stairs(counts, edges, label=label + (" — worst" if i == worst else ""),
                   linewidth=2.2 if i == worst else 1.0, color=_color(i, worst), zorder=3 if i == worst else 2)
-    ax.set_yscale("log")
-    ax.set_ylim(bottom=0.8)
+    _log_counts(ax, any(c.hist.in_range for c in run.cpus))
     ax.set_xlim(0, top)
     ax.set_xlabel("latency (µs)")
     ax.set_ylabel("samples" if bin_us == 1 else f"samples per {bin_us} µs")
     ax.grid(True, which="major", alpha=0.3)
     ax.legend(loc="upper right", fontsize=8)
     ax.set_title(_title(run), fontsize=10)
-    command = run.reproducer or " ".join(run.engine_argv)
+    command = clean(run.reproducer or " ".join(run.engine_argv))
     if command:
         fig.text(0.01, 0.005, command, fontsize=7, family="monospace", color="#444", va="bottom")
     fig.get_layout_engine().set(h_pad=0.25)
     return fig
+
+
+def _log_counts(ax, any_samples: bool) -> None:
+    """The OSADL log y axis from 0.8; with no sample in any histogram (status
+    lines only) a fixed range and a note, since log axes cannot autoscale to nothing."""
+    if any_samples:
+        ax.set_yscale("log")
+        ax.set_ylim(bottom=0.8)
+    else:
+        ax.set_ylim(0.8, 10)  # before the log scale, which cannot autoscale to nothing
+        ax.set_yscale("log")
+        ax.text(0.5, 0.5, "no histogram was kept (cyclictest without -h): only min, average and max are known",
+                ha="center", va="center", transform=ax.transAxes, color="#777")
 
 
 def _pool_max(t: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -205,7 +220,7 @@ def timeline(run: RunResult) -> Figure | None:
     for name, col in (tel.get("temp_mc") or {}).items():
         v = np.asarray([np.nan if x is None else x / 1000.0 for x in col], dtype=float)
         tp, vp = _pool_max(tt, v)
-        handles += ax2.plot(tp / scale, vp, color="#ff7f0e", linewidth=1.0, label=f"{name} (°C)")
+        handles += ax2.plot(tp / scale, vp, color="#ff7f0e", linewidth=1.0, label=clean(f"{name} (°C)"))
     ax2.set_ylabel("temperature (°C)")
     freq = tel.get("freq_khz") or {}
     if freq:
@@ -213,18 +228,39 @@ def timeline(run: RunResult) -> Figure | None:
         for name, col in freq.items():
             v = np.asarray([np.nan if x is None else x / 1000.0 for x in col], dtype=float)
             tp, vp = _pool_max(tt, v)
-            handles += axf.plot(tp / scale, vp, linewidth=0.8, alpha=0.7, linestyle="--", label=f"{name} (MHz)")
+            handles += axf.plot(tp / scale, vp, linewidth=0.8, alpha=0.7, linestyle="--", label=clean(f"{name} (MHz)"))
         axf.set_ylabel("CPU frequency (MHz)")
     for a, b in _throttled_spans(tel):
         for axis in (ax, ax2):
             axis.axvspan(a / scale, b / scale, color="#d62728", alpha=0.15, linewidth=0)
     if _throttled_spans(tel):
         ax.text(0.01, 0.95, "shaded: firmware throttling", transform=ax.transAxes, fontsize=8, color=WORST, va="top")
+    settle = run.config.get("settle_s") or 0
+    if settle > 0:  # the loads started this long before the first wake-up measured (t = 0)
+        for axis in (ax, ax2):
+            axis.axvspan(-settle / scale, 0, color="#999999", alpha=0.25, linewidth=0)
+        ax.text(
+            -settle / scale,
+            0.02,
+            f" loads starting ({settle:g} s, not measured)",
+            transform=ax.get_xaxis_transform(),
+            fontsize=7,
+            color="#555555",
+            va="bottom",
+            rotation=90,
+        )
     if handles:
         ax2.legend(handles=handles, loc="upper left", fontsize=7, ncol=2)
     else:
-        ax2.text(0.5, 0.5, "no temperature or frequency telemetry", ha="center", va="center",
-                 transform=ax2.transAxes, color="#777")
+        ax2.text(
+            0.5,
+            0.5,
+            "no temperature or frequency telemetry",
+            ha="center",
+            va="center",
+            transform=ax2.transAxes,
+            color="#777",
+        )
     ax2.set_xlabel(f"time ({unit})")
     ax2.grid(True, alpha=0.3)
     return fig
@@ -245,15 +281,39 @@ def exceedance(runs: list[RunResult]) -> Figure:
     One curve per CPU for a single run, one per run (all CPUs) for several."""
     fig = Figure(figsize=(10, 5.6), layout="constrained")
     ax = fig.add_subplot()
-    curves = ([(f"CPU {c.cpu}", c.hist, c.max_ns) for c in runs[0].cpus] if len(runs) == 1 else
-              [(r.label or r.run_id, merged_histogram(r), r.max_ns) for r in runs])
+    curves = (
+        [(f"CPU {c.cpu}", c.hist, c.max_ns) for c in runs[0].cpus]
+        if len(runs) == 1
+        else [(clean(r.label or r.run_id), merged_histogram(r), r.max_ns) for r in runs]
+    )
+    plotted = False
     for name, hist, max_ns in curves:
         x, y = _exceedance(hist)
-        keep = y > 0
-        line, = ax.step(x[keep], y[keep], where="post", label=f"{name}: max {_fmt_us(max_ns)} µs")
+        keep = (y > 0) & (x > 0)
+        plotted |= bool(keep.any())
+        (line,) = ax.step(x[keep], y[keep], where="post", label=f"{name}: max {_fmt_us(max_ns)} µs")
         if hist.overflow and hist.range_max_ns is not None and hist.range_max_ns >= 0:
-            ax.plot([(hist.range_max_ns + 1) / 1000.0], [hist.overflow / hist.total], marker="o",
-                    color=line.get_color(), label=f"{name}: {hist.overflow:,} beyond the histogram")
+            ax.plot(
+                [(hist.range_max_ns + 1) / 1000.0],
+                [hist.overflow / hist.total],
+                marker="o",
+                color=line.get_color(),
+                label=f"{name}: {hist.overflow:,} beyond the histogram",
+            )
+            plotted = True
+    if not plotted:
+        # Nothing to draw (status lines only): log axes cannot autoscale to no data.
+        ax.set_xlim(1, 1000)
+        ax.set_ylim(1e-6, 1)
+        ax.text(
+            0.5,
+            0.5,
+            "no histogram was kept, so the tail is unknown",
+            ha="center",
+            va="center",
+            transform=ax.transAxes,
+            color="#777",
+        )
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("latency x (µs)")
@@ -274,10 +334,13 @@ def compare_overlay(runs: list[RunResult]) -> Figure:
     for r, h in zip(runs, hists):
         edges, counts = collapse(*us_bins(h, bin_us, top))
         s = summarize_all(r)
-        ax.stairs(counts, edges, linewidth=1.3,
-                  label=f"{r.label or r.run_id} ({r.system.get('preempt_model', '?')}): max {_fmt_us(s.max_ns)} µs")
-    ax.set_yscale("log")
-    ax.set_ylim(bottom=0.8)
+        ax.stairs(
+            counts,
+            edges,
+            linewidth=1.3,
+            label=clean(f"{r.label or r.run_id} ({r.system.get('preempt_model', '?')}): max {_fmt_us(s.max_ns)} µs"),
+        )
+    _log_counts(ax, any(h.in_range for h in hists))
     ax.set_xlim(0, top)
     ax.set_xlabel("latency (µs)")
     ax.set_ylabel("samples" if bin_us == 1 else f"samples per {bin_us} µs")
@@ -297,4 +360,4 @@ def render(fig: Figure, fmt: str) -> bytes:
 def inline_svg(fig: Figure) -> str:
     """SVG markup without the XML prologue, for embedding in HTML."""
     svg = render(fig, "svg").decode()
-    return svg[svg.index("<svg"):]
+    return svg[svg.index("<svg") :]

@@ -80,9 +80,11 @@ def verdict(run: RunResult, cycle_ns: int) -> Verdict:
     cyc = format_ns(cycle_ns)
     worst, n, overruns = s.max_ns, s.count, s.overruns or 0
     warnings = list(run.warnings) + report_warnings(run)
-    if worst is None or n == 0:
+    if n == 0:
         return Verdict(run.run_id, run.label, cycle_ns, "unknown", f"no wake-ups were measured in {run.run_id}",
                        None, None, 0, 0, True, overruns, None, warnings)
+    if worst is None:
+        return _unknown_max(run, cycle_ns, n, overruns, warnings)
     if worst <= cycle_ns:
         above, exact = 0, True
     else:
@@ -108,3 +110,25 @@ def verdict(run: RunResult, cycle_ns: int) -> Verdict:
             sentence += " (more than half of each cycle can be lost to wake-up latency)"
     return Verdict(run.run_id, run.label, cycle_ns, status, sentence, worst, margin, n, above, exact, overruns,
                    bound, warnings)
+
+
+def _unknown_max(run: RunResult, cycle_ns: int, n: int, overruns: int, warnings: list[str]) -> Verdict:
+    """A run whose maximum is unknown (the blog CSV keeps only the histogram):
+    the samples it kept can still prove a failure, never a pass."""
+    hist = merged_histogram(run)
+    above, _ = hist.count_above(cycle_ns)
+    cyc = format_ns(cycle_ns)
+    highest = int(hist.hi_ns[hist.count > 0].max()) if hist.in_range else None
+    if above or overruns:
+        parts = [f"at least {above:,} of {n:,} wake-ups came later than the cycle time"] if above else []
+        if overruns:
+            parts.append(f"{overruns:,} periods were missed entirely")
+        sentence = (f"fails a {cyc} cycle: {' and '.join(parts)} (the highest kept sample is "
+                    f"{highest / 1000:.1f} µs; the true maximum is unknown)")
+        return Verdict(run.run_id, run.label, cycle_ns, "fail", sentence, None, None, n, above, False, overruns,
+                       None, warnings)
+    shown = f" (the highest kept sample is {highest / 1000:.1f} µs)" if highest is not None else ""
+    sentence = (f"cannot be judged for a {cyc} cycle: the run's maximum is unknown{shown}, so wake-ups later "
+                "than the cycle time may have been lost; import the original cyclictest output with its '#' lines")
+    return Verdict(run.run_id, run.label, cycle_ns, "unknown", sentence, None, None, n, 0, False, overruns, None,
+                   warnings)

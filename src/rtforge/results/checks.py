@@ -44,6 +44,7 @@ def run_warnings(result: RunResult) -> list[str]:
         )
     if tel["temp_max_mc"] is not None and tel["temp_max_mc"] >= HOT_MC:
         warn.append(
-            f"the SoC reached {tel['temp_max_mc'] / 1000:.1f} °C (throttling starts at 80 °C): add a heatsink or fan and repeat"
+            f"the SoC reached {tel['temp_max_mc'] / 1000:.1f} °C (throttling starts at 80 °C): "
+            "add a heatsink or fan and repeat"
         )
     return warn

@@ -56,10 +56,20 @@ def cpus_from_json(doc: dict[str, Any], range_us: int | None, unit_ns: int = 100
 
 
 def last_status(text: str) -> dict[int, dict[str, int]]:
-    """The last status line of each thread (a run killed before writing JSON)."""
+    """Each thread's last status line (a run killed before writing JSON), with
+    the worst Max and lowest Min of all its lines that counted wake-ups: a
+    thread's max never falls, so a lower later one is a redraw gone wrong,
+    and the worse value is the one that was measured."""
     latest: dict[int, dict[str, int]] = {}
     for m in STATUS_RE.finditer(text):
-        latest[int(m["thread"])] = {k: int(v) for k, v in m.groupdict().items()}
+        status = {k: int(v) for k, v in m.groupdict().items()}
+        before = latest.get(status["thread"])
+        if before and before["cycles"] and status["cycles"]:
+            status["max"] = max(status["max"], before["max"])
+            status["min"] = min(status["min"], before["min"])
+        elif before and before["cycles"] and not status["cycles"]:
+            status = before  # a line of a thread that has not counted yet says nothing new
+        latest[status["thread"]] = status
     return latest
 
 

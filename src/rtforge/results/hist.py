@@ -69,6 +69,13 @@ class Histogram:
     def total(self) -> int:
         return self.in_range + self.overflow
 
+    @property
+    def kept(self) -> bool:
+        """False when the engine kept no histogram at all (cyclictest without
+        -h: range_max_ns < 0 and no bucket): then no percentile is known, which
+        is not the same as every sample lying beyond a histogram's range."""
+        return not (self.range_max_ns is not None and self.range_max_ns < 0 and self.in_range == 0)
+
     def quantile(self, q: Fraction | float, min_ns: int | None = None, max_ns: int | None = None) -> int | None:
         """Upper bound of the q-quantile in ns; None when it lies beyond the range."""
         n = self.total

@@ -12,6 +12,9 @@ removed or changes meaning; ``from_dict`` must keep reading every version):
               raw N-queens solve times per thread count and stress-ng
               metrics (results/bench.py); None for latency runs.  Version 1
               files read as runs without it.
+  3  2026-11  `stored_at`: when the run entered the store (ISO 8601, UTC, µs),
+              set by the store; `last` means the run stored last.  Older
+              files read with None and are ordered by their start time.
 """
 
 from __future__ import annotations
@@ -22,8 +25,9 @@ from typing import Any
 
 from ..errors import UserError
 from .hist import Histogram
+from .schema import Damaged, check_result
 
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 
 
 @dataclass
@@ -79,6 +83,7 @@ class RunResult:
     source: dict[str, Any] | None = None                     # imports: file name and sha256
     owner: dict[str, Any] | None = None                      # while running: pid + start ticks
     bench: dict[str, Any] | None = None                      # kind "bench": raw benchmark results
+    stored_at: str | None = None                             # set by the store when first saved
     format_version: int = FORMAT_VERSION
 
     @property
@@ -102,12 +107,19 @@ class RunResult:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> RunResult:
+        """The result a dict describes; Damaged (a ValueError) when its shape is
+        wrong, UserError when a newer rtforge wrote it."""
+        if not isinstance(d, dict):
+            raise Damaged(f"it holds {type(d).__name__}, not a result object")
         version = d.get("format_version")
-        if not isinstance(version, int) or version > FORMAT_VERSION:
+        if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+            raise Damaged(f"its format_version is {version!r}, not a version number")
+        if version > FORMAT_VERSION:
             raise UserError(
                 f"result format version {version!r} is newer than this rtforge understands "
                 f"({FORMAT_VERSION}); upgrade rtforge"
             )
+        check_result(d)
         known = set(cls.__dataclass_fields__)
         args = {k: v for k, v in d.items() if k in known and k != "cpus"}
         args["cpus"] = [CpuResult.from_dict(c) for c in d.get("cpus", [])]

@@ -40,7 +40,9 @@ def read_probe_json(raw: Path) -> dict[str, Any]:
     except json.JSONDecodeError as e:
         raise UserError(f"{path}:{e.lineno}: not valid JSON ({e.msg})") from None
     if doc.get("probe_format") not in PROBE_FORMATS:
-        raise UserError(f"{path}: probe format {doc.get('probe_format')!r} is not one this rtforge reads; upgrade rtforge")
+        raise UserError(
+            f"{path}: probe format {doc.get('probe_format')!r} is not one this rtforge reads; upgrade rtforge"
+        )
     return doc
 
 
@@ -60,11 +62,15 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
 def cpus_from_probe(doc: dict[str, Any]) -> list[CpuResult]:
     return [
         CpuResult(
-            cpu=c["cpu"], count=c["count"], min_ns=c["min_ns"],
+            cpu=c["cpu"],
+            count=c["count"],
+            min_ns=c["min_ns"],
             max_ns=c["max_ns"] if c["count"] else None,
-            sum_ns=c["sum_ns"], overruns=c["overruns"],
+            sum_ns=c["sum_ns"],
+            overruns=c["overruns"],
             hist=Histogram.from_buckets(c["buckets"]),
-            spikes=c["spikes"], spikes_dropped=c["spikes_dropped"],
+            spikes=c["spikes"],
+            spikes_dropped=c["spikes_dropped"],
         )
         for c in doc["cpus"]
     ]

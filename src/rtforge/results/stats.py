@@ -33,6 +33,7 @@ class CpuSummary:
     overruns: int | None
     overflow: int
     spikes: int | None
+    histogram: bool = True      # False: no histogram was kept, so every percentile is unknown
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -44,8 +45,18 @@ def _summary(cpu, count, min_ns, max_ns, sum_ns, overruns, hist: Histogram, spik
     return CpuSummary(
         cpu=cpu, count=count, min_ns=min_ns, avg_ns=avg,
         p50_ns=q["p50"], p99_ns=q["p99"], p999_ns=q["p999"], p9999_ns=q["p9999"],
-        max_ns=max_ns, overruns=overruns, overflow=hist.overflow, spikes=spikes,
+        max_ns=max_ns, overruns=overruns, overflow=hist.overflow, spikes=spikes, histogram=hist.kept,
     )
+
+
+def percentile_text(s: CpuSummary, value_ns: int | None, fmt=lambda ns: f"{ns / 1000:.1f}") -> str:
+    """A percentile for people: its value, '–' without samples, 'unknown'
+    without a histogram, '> range' when it lies among overflowed samples."""
+    if value_ns is not None:
+        return fmt(value_ns)
+    if not s.count:
+        return "–"
+    return "> range" if s.histogram else "unknown"
 
 
 def summarize_cpu(c: CpuResult) -> CpuSummary:

@@ -12,9 +12,11 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...errors import UserError
+import numpy as np
+
 from ..hist import Histogram
 from ..model import CpuResult
+from .source import EXPECTED, Source  # noqa: F401 -- the importers take both from here
 
 # 10**15 µs is 31 years, and 10**15 samples would take millennia at 5 kHz:
 # anything longer is damage, and values in ns stay far below int64's limit.
@@ -26,25 +28,9 @@ NUM = r"[0-9]{1,15}"
 NS, US = 1, 1000
 
 TOP_SPIKES = 100
-EXPECTED = "cyclictest's text output, its --json file or the time,core1,... CSV made from its histogram"
 
 # Terminal control sequences of a non-quiet run (cursor up before each redraw).
 ESCAPE_RE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
-
-
-@dataclass
-class Source:
-    """The file being imported: its name as the user gave it, and its text."""
-
-    name: str
-    text: str
-    lines: list[str] = field(init=False)
-
-    def __post_init__(self):
-        self.lines = self.text.splitlines()
-
-    def error(self, line: int, what: str) -> UserError:
-        return UserError(f"{self.name}:{line}: {what}")
 
 
 @dataclass
@@ -66,7 +52,7 @@ class Parsed:
 
 
 def clean_line(line: str) -> str:
-    return ESCAPE_RE.sub("", line).strip()
+    return (ESCAPE_RE.sub("", line) if "\x1b" in line else line).strip()
 
 
 def to_int(src: Source, line: int, text: str, what: str) -> int:
@@ -118,17 +104,34 @@ def check_extremes(src: Source, min_line: int, max_line: int, thread: int, count
 
 def hist_cpu(cpu: int, counts: list[int], overflow: int, unit_ns: int, min_ns: int | None, max_ns: int | None,
              sum_ns: int | None, spikes: int | None = None) -> CpuResult:
-    """One thread of a cyclictest text histogram: bucket k is the value k units."""
-    buckets = [[k * unit_ns, k * unit_ns, c] for k, c in enumerate(counts) if c]
-    count = sum(counts) + overflow
-    hist = Histogram.from_buckets(buckets, overflow=overflow, range_max_ns=(len(counts) - 1) * unit_ns)
+    """One thread of a cyclictest histogram with every bucket: bucket k is the value k units."""
+    used = [(k, c) for k, c in enumerate(counts) if c]
+    return sparse_cpu(cpu, np.asarray([k for k, _ in used], dtype=np.int64),
+                      np.asarray([c for _, c in used], dtype=np.int64), overflow, unit_ns, len(counts) - 1,
+                      min_ns, max_ns, sum_ns, spikes)
+
+
+def sparse_cpu(cpu: int, buckets: np.ndarray, counts: np.ndarray, overflow: int, unit_ns: int, last_bucket: int,
+               min_ns: int | None, max_ns: int | None, sum_ns: int | None, spikes: int | None = None) -> CpuResult:
+    """One thread from its non-empty buckets (numbers, counts); overflowed samples lie above last_bucket."""
+    keep = counts > 0
+    lo = buckets[keep] * unit_ns
+    hist = Histogram(lo, lo.copy(), counts[keep].astype(np.int64), int(overflow), last_bucket * unit_ns)
+    count = hist.total
     return CpuResult(cpu=cpu, count=count, min_ns=min_ns if count else None, max_ns=max_ns if count else None,
                      sum_ns=sum_ns if count else None, overruns=None, hist=hist, spikes=spikes)
 
 
-def exact_sum(counts: list[int]) -> int:
+def column_sums(counts: np.ndarray) -> list[int]:
+    """Exact column sums (Python ints: numpy's int64 would wrap on hostile numbers)."""
+    if counts.size == 0 or int(counts.max()) * len(counts) < 2**62:
+        return [int(v) for v in counts.sum(axis=0)] if counts.size else [0] * counts.shape[1]
+    return [sum(int(v) for v in col) for col in counts.T]
+
+
+def exact_sum(buckets, counts) -> int:
     """Sum of the sampled values (in bucket units) of a histogram that lost none."""
-    return sum(k * c for k, c in enumerate(counts))
+    return sum(int(k) * int(c) for k, c in zip(buckets, counts) if c)
 
 
 def top_spikes(spikes: list[tuple[int, int, int]]) -> list[list[int]]:

@@ -17,9 +17,13 @@ What grep removed is lost for good: the summary lines, so the overflow
 
 from __future__ import annotations
 
+import itertools
 import re
 
-from .common import NUM, US, Parsed, Source, clean_line, hist_cpu, lowest_highest
+import numpy as np
+
+from .common import NUM, US, Parsed, Source, clean_line, column_sums, sparse_cpu
+from .rows import Rows
 from .text import Scan, scan_body, spike_results, status_config
 
 HEADER_RE = re.compile(r"[\s,]*time\s*,(.*)", re.IGNORECASE)
@@ -29,70 +33,64 @@ CSV_LINE_RE = re.compile(rf"[\s,]*(time\s*,.*|{NUM}(?:[\s,]*,[\s,]*{NUM})+[\s,]*
 
 def looks_like_csv(src: Source) -> bool:
     """A header or a comma-separated row of numbers: cyclictest itself never writes commas."""
-    return any(CSV_LINE_RE.fullmatch(clean_line(line)) for line in src.lines[:200])
+    return any(CSV_LINE_RE.fullmatch(clean_line(line)) for _, line in itertools.islice(src.lines(), 200))
 
 
-def _is_histofall(columns: list[list[int]]) -> bool:
+def _is_histofall(counts: np.ndarray) -> bool:
     """-H's extra column is the sum of the threads'; require two non-empty
     thread columns so that an idle CPU's zeros cannot fake it."""
-    *threads, last = columns
-    if len(threads) < 2 or sum(1 for c in threads if any(c)) < 2:
+    threads, last = counts[:, :-1], counts[:, -1]
+    if threads.shape[1] < 2 or int((threads.sum(axis=0) > 0).sum()) < 2:
         return False
-    return all(sum(vals) == total for *vals, total in zip(*threads, last))
+    return bool((threads.sum(axis=1) == last).all())
 
 
 def read_csv(src: Source) -> Parsed:
     header: tuple[int, list[str]] | None = None
-    rows: list[list[int]] = []
-    row_lines: list[int] = []
+    rows = Rows()
     s = Scan()
-    for no, raw in enumerate(src.lines, 1):
+    for no, raw in src.lines():
         line = clean_line(raw)
         if not line.strip(" ,"):
             continue
-        if header is None and not rows and (m := HEADER_RE.fullmatch(line)):
+        if header is None and not rows.read and (m := HEADER_RE.fullmatch(line)):
             header = (no, [name.strip() for name in m[1].split(",") if name.strip()])
             continue
-        if m := ROW_RE.fullmatch(line):
-            bucket, *counts = (int(v) for v in re.split(r"[\s,]+", m[1]))
-            if bucket != len(rows):
-                raise src.error(no, f"expected the row of bucket {len(rows)} (buckets count up from 0), "
-                                    f"found bucket {bucket}")
-            if rows and len(counts) != len(rows[0]):
-                raise src.error(no, f"expected {len(rows[0])} counts like the rows before, found {len(counts)}")
-            rows.append(counts)
-            row_lines.append(no)
+        if ROW_RE.fullmatch(line) and rows.add(src, no, re.sub(r"[\s,]+", " ", line).strip()):
             continue
         # The recipe turned spaces into commas; undo that to read cyclictest's own lines.
         scan_body(src, s, no, line.replace(",", " "))
-    if not rows:
-        raise src.error(len(src.lines) or 1, "found no histogram rows; expected the CSV made from cyclictest -h "
-                                              "output (bucket,count,count,...)")
-    columns = [list(c) for c in zip(*rows)]
+    if not rows.read:
+        raise src.error(s.last_line or 1, "found no histogram rows; expected the CSV made from cyclictest -h "
+                                          "output (bucket,count,count,...)")
+    buckets, _, counts = rows.matrix()
     warnings = []
-    histofall = _is_histofall(columns)
+    histofall = _is_histofall(counts)
     if histofall:
-        columns.pop()
+        counts = counts[:, :-1]
         warnings.append("the last column is the sum of the others, as cyclictest -H writes it, so it was read as "
                         "the all-threads total, not as a CPU; if it is a CPU, import the text output instead")
-    if header is not None and len(header[1]) not in (len(columns), len(columns) + histofall):
+    ncols = counts.shape[1]
+    if header is not None and len(header[1]) not in (ncols, ncols + histofall):
         raise src.error(header[0], f"the header names {len(header[1])} CPU columns but the rows have "
-                                   f"{len(columns) + histofall} counts")
-    if not any(any(c) for c in columns):
-        raise src.error(row_lines[0], "the histogram holds no samples at all (every one fell beyond its range, "
-                                      "as with cyclictest -N); import cyclictest's text output with its '#' lines")
-    threads = list(range(len(columns)))
+                                   f"{ncols + histofall} counts")
+    sums = column_sums(counts)
+    if not any(sums):
+        raise src.error(rows.first_line, "the histogram holds no samples at all (every one fell beyond its range, "
+                                         "as with cyclictest -N); import cyclictest's text output with its '#' lines")
+    threads = list(range(ncols))
     spikes, top, spike_warnings = spike_results(src, s, threads, US)
     cpus = []
-    for j, col in enumerate(columns):
-        span = lowest_highest(col)
-        cpus.append(hist_cpu(j, col, 0, US, span[0] * US if span else None, None, None, spikes[j]))
-    highest = max(lowest_highest(c)[1] for c in columns if any(c))
+    for j in threads:
+        used = buckets[counts[:, j] > 0]
+        lowest = int(used[0]) * US if used.size else None
+        cpus.append(sparse_cpu(j, buckets, counts[:, j], 0, US, rows.last, lowest, None, None, spikes[j]))
+    highest = max(int(buckets[counts[:, j] > 0][-1]) for j in threads if sums[j])
     warnings.insert(0, (
         f"the CSV keeps only the histogram (grep removed cyclictest's '#' summary lines): how many samples fell "
-        f"beyond its {len(rows) - 1} µs range, and the true maximum, are unknown, so no max is given and the "
+        f"beyond its {rows.last} µs range, and the true maximum, are unknown, so no max is given and the "
         f"percentiles are only lower bounds (the highest sample in range is {highest} µs); import the original "
         "text output instead"))
-    config = {"threads": len(columns), "histogram_us": len(rows), "resolution_ns": US, **status_config(s)}
+    config = {"threads": ncols, "histogram_us": rows.size, "resolution_ns": US, **status_config(s)}
     return Parsed(format="cyclictest-csv", cpus=cpus, config=config, warnings=warnings + spike_warnings,
                   top_spikes=top)

@@ -83,8 +83,9 @@ def _duration_s(value: str | None) -> int | None:
 
 
 def _line_of(src: Source, needle: str) -> int:
-    at = src.text.find(needle)
-    return src.text.count("\n", 0, at) + 1 if at >= 0 else 1
+    text = src.text()
+    at = text.find(needle)
+    return text.count("\n", 0, at) + 1 if at >= 0 else 1
 
 
 def _count(v: Any) -> bool:
@@ -141,7 +142,7 @@ def _times(doc: dict[str, Any]) -> tuple[str | None, float | None]:
 
 def read_json(src: Source) -> Parsed:
     try:
-        doc = json.loads(src.text)
+        doc = json.loads(src.text())
     except json.JSONDecodeError as e:
         raise src.error(e.lineno, f"not valid JSON ({e.msg}); expected the file cyclictest --json=FILE "
                                   "writes") from None

@@ -1,4 +1,4 @@
-"""cyclictest's text output (rt-tests 2.x), as printed to a terminal or file.
+"""cyclictest's text output (rt-tests 0.84 to 2.x), as printed to a terminal or file.
 
 What a run prints, in order (each part optional except the results):
 
@@ -14,7 +14,8 @@ What a run prints, in order (each part optional except the results):
   Latencies:``, ``# Histogram Overflows:`` (``-H`` adds the total to Total,
   Max and Overflows, not to Min and Avg), ``# Histogram Overflow at cycle
   number:`` and ``# Thread N:`` listing the first overflowing cycles plus
-  ``# NNNNN others``;
+  ``# NNNNN others``.  rt-tests 2.x prints only the non-empty rows and no
+  ``# Total:``; cyclictest 0.84's footer ends at ``# Histogram Overflows:``;
 * ``-b N``: ``# Thread Ids:``, ``# Break thread: <tid>``, ``# Break value:``.
 
 ``-N`` prints every value in ns but keeps bucket k meaning "k units", so a
@@ -23,6 +24,11 @@ status lines betray it by their widths (``Act:%8ld`` instead of ``%5ld``).
 
 A non-quiet run's last status block is printed a few ms before the threads
 stop, so when a histogram is present its summary lines are the truth.
+Without one, a thread's worst Max over all its status lines counts (a
+thread's max never falls, so a lower later one is a redraw gone wrong).
+
+A first line that is only a file name (``out.txt``) is what some copy tools
+put before a file's content; it is skipped with a warning.
 """
 
 from __future__ import annotations
@@ -30,14 +36,18 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from ..cyclictest import STATUS_RE, cpus_from_status, last_status
 from .common import (
-    EXPECTED, NS, NUM, US, Parsed, Source, check_extremes, clean_line, exact_sum, hist_cpu, ints,
-    no_histogram_warning, nsecs_warning, snippet, top_spikes,
+    EXPECTED, MAX_VALUE, NS, NUM, US, Parsed, Source, check_extremes, clean_line, column_sums, exact_sum, ints,
+    no_histogram_warning, nsecs_warning, snippet, sparse_cpu, top_spikes,
 )
+from .rows import Rows
 
-ROW_RE = re.compile(rf"({NUM})[ \t]+({NUM}(?:[ \t]+{NUM})*)")
 FOOTER_KEYS = ("Total", "Min Latencies", "Avg Latencies", "Max Latencies", "Histogram Overflows")
+REQUIRED_FOOTER = FOOTER_KEYS[1:]  # rt-tests 2.x prints no '# Total:'
+WRAPPER_RE = re.compile(r"[\w.+-]{1,200}\.(?:txt|log|out|dat|hist)")
 FOOTER_RE = re.compile(r"# (Total|Min Latencies|Avg Latencies|Max Latencies|Histogram Overflows):(.*)")
 OUTLIERS = "# Histogram Overflow at cycle number:"
 THREAD_RE = re.compile(r"# Thread ([0-9]{1,6}):(.*)")
@@ -58,8 +68,7 @@ class Scan:
     """Everything recognised in the file, with line numbers for errors."""
 
     hist_line: int | None = None
-    rows: list[list[int]] = field(default_factory=list)
-    row_lines: list[int] = field(default_factory=list)
+    rows: Rows = field(default_factory=Rows)
     footer: dict[str, tuple[int, list[int]]] = field(default_factory=dict)
     outliers_line: int | None = None
     thread_lists: dict[int, tuple[int, int]] = field(default_factory=dict)  # thread -> (line, samples accounted)
@@ -71,33 +80,24 @@ class Scan:
     tids: list[int] = field(default_factory=list)
     breaks: dict[str, tuple[int, int]] = field(default_factory=dict)  # thread|value -> (line, number)
     cyclictest_warnings: list[str] = field(default_factory=list)
-
-    def add_row(self, src: Source, no: int, m: re.Match) -> None:
-        bucket, counts = int(m[1]), [int(v) for v in m[2].split()]
-        if bucket != len(self.rows):
-            raise src.error(no, f"expected histogram row {len(self.rows)} (buckets count up from 0), "
-                                f"found row {bucket}")
-        if self.rows and len(counts) != len(self.rows[0]):
-            raise src.error(no, f"expected {len(self.rows[0])} counts like the rows before, found {len(counts)}")
-        self.rows.append(counts)
-        self.row_lines.append(no)
+    skipped: list[str] = field(default_factory=list)
+    last_line: int = 0
 
 
 def scan(src: Source) -> Scan:
     s = Scan()
     in_rows = False
-    for no, raw in enumerate(src.lines, 1):
+    for no, raw in src.lines():
+        s.last_line = no
         line = clean_line(raw)
         if not line:
             continue
         if in_rows:
-            m = ROW_RE.fullmatch(line)
-            if m:
-                s.add_row(src, no, m)
+            if s.rows.add(src, no, line):
                 continue
             if not line.startswith("#"):
-                raise src.error(no, f"expected histogram row {len(s.rows)} (the bucket, then one count per thread), "
-                                    f"not {snippet(line)}")
+                raise src.error(no, f"expected a histogram row (the bucket, then one count per thread) after row "
+                                    f"{s.rows.last}, not {snippet(line)}")
             in_rows = False
         if line == "# Histogram":
             if s.hist_line is not None:
@@ -105,6 +105,9 @@ def scan(src: Source) -> Scan:
             s.hist_line, in_rows = no, True
         elif line.startswith("#"):
             _comment(src, s, no, line)
+        elif no == 1 and WRAPPER_RE.fullmatch(line):
+            s.skipped.append(f"line 1 ({snippet(line)}) is a file name, as copy tools write before a file's content, "
+                             "not cyclictest output; it was skipped")
         else:
             scan_body(src, s, no, line)
     return s
@@ -128,6 +131,9 @@ def _comment(src: Source, s: Scan, no: int, line: str) -> None:
         others = 0
         if o := OTHERS_RE.fullmatch(rest):
             rest, others = o[1], int(o[2])
+        if "#" in rest and "others" not in rest:
+            raise src.error(no, f"a second cyclictest output starts in the middle of this line ({snippet(rest)}): "
+                                "two outputs were glued together; import one output per file")
         listed = ints(src, no, rest, "the overflowing cycle numbers")
         if thread in s.thread_lists:
             raise src.error(no, f"found a second '# Thread {thread}:' line; import one cyclictest output per file")
@@ -249,50 +255,25 @@ def read_text(src: Source) -> Parsed:
 
 
 def _footer(src: Source, s: Scan) -> dict[str, tuple[int, list[int]]]:
-    if not s.rows:
+    rows = s.rows
+    if not rows.read:
         raise src.error(s.hist_line, "'# Histogram' is followed by no histogram rows; the file is cut off or damaged")
-    prev = s.row_lines[-1]
-    for key in FOOTER_KEYS:
+    prev = s.footer["Total"][0] if "Total" in s.footer else rows.last_line
+    for key in REQUIRED_FOOTER:
         if key not in s.footer:
             raise src.error(prev + 1, f"expected the '# {key}:' line after the histogram; "
                                       "the file is cut off or damaged")
         prev = s.footer[key][0]
-    if s.outliers_line is None:
-        raise src.error(prev + 1, f"expected the '{OUTLIERS}' line; the file is cut off or damaged")
     return s.footer
 
 
-def _from_histogram(src: Source, s: Scan) -> Parsed:
-    f = _footer(src, s)
-    n = len(f["Min Latencies"][1])
-    cols = len(s.rows[0])
-    histofall = n > 1 and cols == n + 1
-    if cols != n and not histofall:
-        raise src.error(s.row_lines[0], f"histogram rows have {cols} counts per bucket but the summary lines "
-                                        f"list {n} threads; the file is damaged")
-    width = n + histofall
-    for key in FOOTER_KEYS:
-        line, values = f[key]
-        want = n if key in ("Min Latencies", "Avg Latencies") else width
-        if len(values) != want:
-            extra = " plus the -H total" if want > n else ""
-            raise src.error(line, f"expected {want} '# {key}:' values (one per thread{extra}), found {len(values)}")
-    total, mins, avgs, maxes, overflow = (f[k][1] for k in FOOTER_KEYS)
-    columns = [list(c) for c in zip(*s.rows)]
-    sums = [sum(c) for c in columns]
-    if histofall:
-        for no, row in zip(s.row_lines, s.rows):
-            if row[n] != sum(row[:n]):
-                raise src.error(no, f"the -H total column ({row[n]}) is not the sum of the thread columns "
-                                    f"({sum(row[:n])}); the file is damaged")
-        if maxes[n] != max(maxes[:n]) or overflow[n] != sum(overflow[:n]):
-            raise src.error(f["Max Latencies"][0], "the -H total of '# Max Latencies' or '# Histogram Overflows' "
-                                                   "disagrees with the threads' values; the file is damaged")
-    for j in range(width):
-        if total[j] != sums[j]:
-            who = f"thread {j}" if j < n else "the -H total"
-            raise src.error(f["Total"][0], f"'# Total' gives {total[j]} samples for {who} but its histogram column "
-                                           f"sums to {sums[j]}; the file is damaged or was edited")
+def _check_overflow_lists(src: Source, s: Scan, n: int, overflow: list[int]) -> None:
+    """cyclictest 1.x and 2.x list the overflowing cycles per thread; 0.84 ends before that list."""
+    if s.outliers_line is None:
+        if s.thread_lists:
+            line = min(ln for ln, _ in s.thread_lists.values())
+            raise src.error(line, f"expected the '{OUTLIERS}' line before '# Thread N:' lines; the file is damaged")
+        return
     for j in range(n):
         if j not in s.thread_lists:
             raise src.error(max(s.outliers_line, *(ln for ln, _ in s.thread_lists.values())) + 1,
@@ -301,28 +282,75 @@ def _from_histogram(src: Source, s: Scan) -> Parsed:
         if accounted != overflow[j]:
             raise src.error(line, f"'# Thread {j}:' accounts for {accounted} overflowed samples but "
                                   f"'# Histogram Overflows' gives {overflow[j]}; the file is damaged")
-    counts = [sums[j] + overflow[j] for j in range(n)]
-    unit, how = value_unit(s, [mins[j] for j in range(n) if counts[j]])
+
+
+def _from_histogram(src: Source, s: Scan) -> Parsed:
+    f = _footer(src, s)
+    n = len(f["Min Latencies"][1])
+    cols = s.rows.width
+    histofall = n > 1 and cols == n + 1
+    if cols != n and not histofall:
+        raise src.error(s.rows.first_line, f"histogram rows have {cols} counts per bucket but the summary lines "
+                                           f"list {n} threads; the file is damaged")
+    width = n + histofall
+    for key in FOOTER_KEYS:
+        if key not in f:
+            continue
+        line, values = f[key]
+        want = n if key in ("Min Latencies", "Avg Latencies") else width
+        if len(values) != want:
+            extra = " plus the -H total" if want > n else ""
+            raise src.error(line, f"expected {want} '# {key}:' values (one per thread{extra}), found {len(values)}")
+    mins, avgs, maxes, overflow = (f[k][1] for k in REQUIRED_FOOTER)
+    buckets, row_lines, counts = s.rows.matrix()
+    sums = column_sums(counts)
+    if histofall:
+        bad = np.nonzero(counts[:, n] != counts[:, :n].sum(axis=1))[0]
+        if bad.size:
+            i = int(bad[0])
+            raise src.error(int(row_lines[i]), f"the -H total column ({int(counts[i, n])}) is not the sum of the "
+                                               f"thread columns ({int(counts[i, :n].sum())}); the file is damaged")
+        if maxes[n] != max(maxes[:n]) or overflow[n] != sum(overflow[:n]):
+            raise src.error(f["Max Latencies"][0], "the -H total of '# Max Latencies' or '# Histogram Overflows' "
+                                                   "disagrees with the threads' values; the file is damaged")
+    if "Total" in f:
+        total = f["Total"][1]
+        for j in range(width):
+            if total[j] != sums[j]:
+                who = f"thread {j}" if j < n else "the -H total"
+                raise src.error(f["Total"][0], f"'# Total' gives {total[j]} samples for {who} but its histogram "
+                                               f"column sums to {sums[j]}; the file is damaged or was edited")
+    _check_overflow_lists(src, s, n, overflow)
+    totals = [sums[j] + overflow[j] for j in range(n)]
+    if any(t > MAX_VALUE for t in totals):
+        raise src.error(f["Histogram Overflows"][0], f"a thread has more than {MAX_VALUE:,} samples, more than any "
+                                                      "run can have; the file is damaged")
+    unit, how = value_unit(s, [mins[j] for j in range(n) if totals[j]])
     unit_name = "ns" if unit == NS else "µs"
-    size = len(s.rows)
+    size = None if s.rows.sparse else s.rows.size
     for j in range(n):
-        if counts[j]:
-            check_extremes(src, f["Min Latencies"][0], f["Max Latencies"][0], j, columns[j], overflow[j],
+        if totals[j]:
+            used = counts[:, j] > 0
+            check_extremes(src, f["Min Latencies"][0], f["Max Latencies"][0], j,
+                           dict(zip(buckets[used].tolist(), counts[used, j].tolist())), overflow[j],
                            mins[j], maxes[j], size, unit_name)
     spikes, top, warnings = spike_results(src, s, list(range(n)), unit)
     cpus = []
     for j in range(n):
-        sum_units = exact_sum(columns[j]) if not overflow[j] else avgs[j] * counts[j]
-        cpus.append(hist_cpu(j, columns[j], overflow[j], unit, mins[j] * unit, maxes[j] * unit,
-                             sum_units * unit, spikes[j]))
+        sum_units = exact_sum(buckets, counts[:, j]) if not overflow[j] else avgs[j] * totals[j]
+        cpus.append(sparse_cpu(j, buckets, counts[:, j], overflow[j], unit, s.rows.last, mins[j] * unit,
+                               maxes[j] * unit, sum_units * unit, spikes[j]))
+    if s.rows.sparse and any(overflow[:n]):
+        warnings.append(f"this output prints only the non-empty histogram rows (rt-tests 2.x), so the histogram's "
+                        f"size is unknown: the overflowed samples lie somewhere above {s.rows.last} {unit_name}")
     if how:
-        warnings.insert(0, nsecs_warning(how, size, sum(overflow[:n]), sum(counts)))
+        warnings.insert(0, nsecs_warning(how, s.rows.size, sum(overflow[:n]), sum(totals)))
     if brk := break_info(s):
         warnings.append(break_warning(*brk, unit))
-    config = {"threads": n, "histogram_us" if unit == US else "histogram_ns": size, "resolution_ns": unit,
+    config = {"threads": n, "histogram_us" if unit == US else "histogram_ns": s.rows.size, "resolution_ns": unit,
               **status_config(s)}
     fmt = "cyclictest-histofall" if histofall else "cyclictest-histogram"
-    return Parsed(format=fmt, cpus=cpus, config=config, warnings=warnings, top_spikes=top)
+    return Parsed(format=fmt, cpus=cpus, config=config, warnings=s.skipped + warnings, top_spikes=top)
 
 
 def _from_status(src: Source, s: Scan) -> Parsed:
@@ -336,6 +364,7 @@ def _from_status(src: Source, s: Scan) -> Parsed:
     for c in cpus:
         c.spikes = spikes[c.cpu]
     warnings.insert(0, no_histogram_warning())
+    warnings[:0] = s.skipped
     if how:
         warnings.insert(1, nsecs_warning(how))
     if brk := break_info(s):

@@ -1,0 +1,50 @@
+"""Texts from files and users, made safe to show.
+
+A stored result may come from a file someone else wrote (an imported host
+name, a label, a hand-edited result.json): shown on a terminal, its escape
+sequences could rewrite the screen or the window title; in a Markdown
+table, a '|' or a newline would break the table.  ``clean`` writes every
+non-printable character (ESC, newlines, bidi overrides, lone surrogates)
+as a Python escape, visible and inert."""
+
+from __future__ import annotations
+
+import re
+
+
+def clean(value: object) -> str:
+    text = str(value)
+    if text.isprintable():
+        return text
+    out = []
+    for c in text:
+        if c.isprintable():
+            out.append(c)
+        else:
+            o = ord(c)
+            out.append(f"\\x{o:02x}" if o < 0x100 else f"\\u{o:04x}" if o < 0x10000 else f"\\U{o:08x}")
+    return "".join(out)
+
+
+def _html(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def md_text(value: object) -> str:
+    """A Markdown line: newlines become <br>, HTML is escaped, control characters shown."""
+    text = re.sub(r"\r\n|\r|\n", "<br>", _html(str(value)))
+    return clean(text)
+
+
+def md_cell(value: object) -> str:
+    """A Markdown table cell: md_text, and '|' escaped so the row keeps its columns."""
+    return md_text(value).replace("|", "\\|")
+
+
+def md_code(value: object) -> str:
+    """An inline code span that no backtick in the text can end early."""
+    text = clean(value)
+    if not text.strip():
+        return "–"
+    fence = "`" * (max((len(m) for m in re.findall(r"`+", text)), default=0) + 1)
+    return f"{fence} {text} {fence}" if "`" in text else f"`{text}`"
