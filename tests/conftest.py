@@ -66,7 +66,7 @@ def sshd(tmp_path_factory):
     import shutil
     import tempfile
 
-    from .sshd import make_sshd
+    from .support.sshd import make_sshd
 
     # Not under pytest's 0700 tmp dir: sshd reads authorized_keys as the
     # logging-in user, who must be able to reach it.
@@ -78,20 +78,44 @@ def sshd(tmp_path_factory):
 
 
 @pytest.fixture
+def link(sshd):
+    """An SshTransport to the loopback sshd as root (no run folders touched)."""
+    from rtforge.device import SshTransport
+
+    t = SshTransport("board", ssh_config=sshd.ssh_config)
+    yield t
+    t.close()
+
+
+@pytest.fixture
 def board(sshd):
     """The loopback sshd as a board, empty at the start and cleaned up after.
     This machine's /var/tmp/rtforge is the test board's: runs found there
     were left by an interrupted earlier test session (its processes stopped
     with it) and would be fetched as this test's."""
-    from rtforge.target import SshTransport
+    from rtforge.device import SshTransport
 
-    from .remoteboard import clean_board
+    from .support.remoteboard import clean_board
 
     clean_board(set())
     t = SshTransport("board", ssh_config=sshd.ssh_config)
     yield t
     t.close()
     clean_board(set())
+
+
+@pytest.fixture
+def pi_root():
+    """An empty folder to hold a simulated Pi's tree (tests/support/simpi.py).
+    Not under pytest's private tmp dir: a non-root login must be able to
+    read it, as it reads /boot on a real Pi."""
+    import shutil
+    import tempfile
+
+    base = Path(tempfile.mkdtemp(prefix="rtforge-pi-"))
+    base.chmod(0o755)
+    yield base / "pi"
+    shutil.rmtree(base, ignore_errors=True)
 
 
 # --- the QEMU guest: a real Debian PC booting through GRUB (tests/guest.py) ---
@@ -107,7 +131,7 @@ def guest_image(pytestconfig):
         pytest.skip("the guest image is built with debootstrap and chroot, which need root")
     import shutil
 
-    from .guestimage import ensure_image
+    from .support.guestimage import ensure_image
 
     missing = sorted({pkg for tool, pkg in GUEST_TOOLS.items() if not shutil.which(tool)})
     if missing:  # not a skip: `make setup` installs them, so their absence is a broken setup
@@ -125,7 +149,7 @@ def guest(guest_image, tmp_path):
     """A pristine guest (own qcow2 overlay on the cached image), booted through
     GRUB and answering SSH: `ssh -F guest.ssh_config guest` (root) or
     `guest-sudo`; see tests/guest.py for the rest of its API."""
-    from .guest import start_guest
+    from .support.guest import start_guest
 
     g = start_guest(guest_image, tmp_path / "guest")
     yield g
@@ -133,3 +157,42 @@ def guest(guest_image, tmp_path):
     # pytest keeps the last runs' tmp dirs: keep the console log, not the
     # overlay (up to ~0.6 GiB after a kernel install)
     (g.dir / "disk.qcow2").unlink(missing_ok=True)
+
+
+# --- Debian's kernel trees, extracted once into the cache (tests/support/kernelsrc.py) ---
+@pytest.fixture(scope="session")
+def src612():
+    from rtforge.kernel.sources import prepare_source
+    return prepare_source("debian:6.12")
+
+
+@pytest.fixture(scope="session")
+def src61():
+    from rtforge.kernel.sources import prepare_source
+    return prepare_source("debian:6.1")
+
+
+@pytest.fixture(scope="session")
+def src73():
+    """Debian's linux-source-7.3 (trixie-backports), downloaded by rtforge's own apt."""
+    from rtforge.kernel.sources import prepare_source
+    return prepare_source("debian:7.3")
+
+
+@pytest.fixture(scope="module")
+def kernel_cache_cleanup():
+    """Cache entries a test module made (they carry a nonce) go after it;
+    the Debian trees stay, that is the point of the cache.  Modules opt in
+    with pytestmark = pytest.mark.usefixtures("kernel_cache_cleanup")."""
+    from .support.kernelsrc import cache_entries_removed_after
+    with cache_entries_removed_after():
+        yield
+
+
+# --- boot partitions for bootcheck (tests/support/bootfiles.py) ---
+@pytest.fixture
+def pios(tmp_path):
+    """A Raspberry Pi OS (bookworm) boot partition in a temp dir: every
+    standard kernel with its real header kind, every initramfs and dtb."""
+    from .support.bootfiles import pi_boot_partition
+    return pi_boot_partition(tmp_path)

@@ -9,10 +9,10 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "rtforge"
 
 # layer -> the rtforge layers it may import (besides shared helpers)
 ALLOWED = {
-    "cli": {"kernel", "target", "measure", "results", "report"},
-    "kernel": {"target", "measure", "results"},
-    "measure": {"target", "results"},
-    "target": set(),
+    "cli": {"kernel", "device", "measure", "results", "report"},
+    "kernel": {"device", "measure", "results"},
+    "measure": {"device", "results"},
+    "device": set(),
     "results": set(),
     "report": {"results"},
 }

@@ -9,7 +9,7 @@ import pytest
 
 from rtforge.cli import main
 
-from .simpi import make_bundle
+from .support.simpi import make_bundle
 
 pytestmark = pytest.mark.root
 

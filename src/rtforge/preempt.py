@@ -14,7 +14,9 @@ def preempt_model(uname_v: str | None, sched_preempt: str | None, realtime: int 
     /sys/kernel/debug/sched/preempt, readable only with debugfs.
     """
     tokens = (uname_v or "").split()
-    if "PREEMPT_RT" in tokens or realtime == 1:
+    # RT patches before 5.x wrote two words: "#1 SMP PREEMPT RT Fri ..."
+    two_words = any(a == "PREEMPT" and b == "RT" for a, b in zip(tokens, tokens[1:]))
+    if "PREEMPT_RT" in tokens or two_words or realtime == 1:
         return "rt"
     if sched_preempt:
         m = re.search(r"\((\w+)\)", sched_preempt)

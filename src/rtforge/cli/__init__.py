@@ -2,10 +2,16 @@
 
     0 success · 1 internal error (traceback: a bug) · 2 bad input or missing
     prerequisite (one sentence) · 130 interrupted (what was measured is kept)
+
+Messages are printed through ``clean``: a path or a label holding terminal
+escape sequences is shown, never obeyed.  Warnings from the library (the
+store rebuilding its index, say) come through the "rtforge" logger.
 """
 
 from __future__ import annotations
 
+import logging
+import os
 import signal
 import sys
 import threading
@@ -24,36 +30,80 @@ app = typer.Typer(
 )
 
 # Command groups register themselves on `app`.
-from . import bench, bootcheck, importcmd, kernel, latency, remote, report, runs, target  # noqa: E402,F401
+from . import bench, bootcheck, device, doctor, importcmd, kernel, latency, remote, report, runs, tune  # noqa: E402,F401
 
 
 def _sigterm_as_interrupt(signum, frame):
     raise KeyboardInterrupt("SIGTERM")
 
 
+class _StderrWarnings(logging.Handler):
+    """'rtforge: warning: ...' on whatever sys.stderr is now (tests swap it)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        from .render import clean
+        try:
+            print(f"rtforge: warning: {clean(record.getMessage())}", file=sys.stderr)
+        except Exception:  # a warning must never end a command
+            pass
+
+
+def _warnings_to_stderr() -> None:
+    log = logging.getLogger("rtforge")
+    if not any(isinstance(h, _StderrWarnings) for h in log.handlers):
+        log.addHandler(_StderrWarnings(logging.WARNING))
+        log.propagate = False
+
+
+def _error(message: str) -> None:
+    from .render import clean
+    print(f"rtforge: error: {clean(message)}", file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run rtforge in-process and return its exit status (tests call this)."""
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
+    _warnings_to_stderr()
     command = typer.main.get_command(app)
     try:
         rv = command.main(args=argv, prog_name="rtforge", standalone_mode=False)
         return rv if isinstance(rv, int) else 0
     except UserError as e:
-        print(f"rtforge: error: {e}", file=sys.stderr)
+        _error(str(e))
         return UserError.exit_code
     except click.UsageError as e:
         where = f" (see `{e.ctx.command_path} --help`)" if e.ctx else ""
-        print(f"rtforge: error: {e.format_message()}{where}", file=sys.stderr)
+        _error(f"{e.format_message()}{where}")
         return 2
     except click.ClickException as e:
-        print(f"rtforge: error: {e.format_message()}", file=sys.stderr)
+        _error(e.format_message())
         return e.exit_code
-    except (click.Abort, KeyboardInterrupt):
+    except OSError as e:
+        # The machine said no (a full disk, an I/O error, a vanished folder)
+        # somewhere not yet turned into a UserError: still one sentence.
+        from ..paths import os_error_sentence
+        where = e.filename if e.filename is not None else "finish"
+        _error(os_error_sentence(where, e, "use"))
+        return 2
+    except click.Abort as e:
+        if isinstance(e.__context__, EOFError):  # click turns any EOFError into Abort
+            _error(f"the data ended too early ({e.__context__ or 'end of file'}): a file is cut off or damaged")
+            return 2
+        print("rtforge: interrupted", file=sys.stderr)
+        return 130
+    except KeyboardInterrupt:
         print("rtforge: interrupted", file=sys.stderr)
         return 130
 
 
 def run() -> None:
     """Console-script entry point."""
-    sys.exit(main())
+    status = main()
+    try:
+        sys.stdout.flush()
+    except OSError:  # `rtforge runs | head -1`, or stdout on a full disk
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        status = status or 2
+    sys.exit(status)

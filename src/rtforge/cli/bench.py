@@ -11,16 +11,16 @@ from typing import Any, Optional
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress as Bar, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from ..errors import UserError
-from ..measure.bench import DEFAULT_N, N_RANGE, BenchProgress, BenchSpec, parse_threads, run_bench
+from ..measure.bench import DEFAULT_N, N_RANGE, BenchSpec, parse_threads, run_bench
 from ..results.bench import bench_show_dict, summarize_bench
 from ..results.model import RunResult
 from ..results.store import Store
-from ..target import LocalTransport, SshTransport
+from ..device import SshTransport
 from . import app
+from .common import RESULTS_DIR, SSH_CONFIG, LiveLine
 from .render import make_console
 
 bench_app = typer.Typer(no_args_is_help=True, help="Throughput benchmarks: what a PREEMPT_RT kernel costs.")
@@ -42,60 +42,56 @@ def _ops(v: float | None) -> str:
     return "–" if v is None else f"{v:,.0f}"
 
 
-class BenchLive:
-    """Which step is running (warm-up, repetition r/R, stress-ng) and how
-    many are done; nothing when stdout is not a terminal."""
-
-    def __init__(self, console: Console):
-        self.bar = Bar(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                       console=console, transient=True)
-        self.task = self.bar.add_task("connecting", total=None)
-
-    def __enter__(self):
-        self.bar.__enter__()
-        return self
-
-    def __exit__(self, *exc):
-        return self.bar.__exit__(*exc)
-
-    def __call__(self, p: BenchProgress) -> None:
-        self.bar.update(self.task, total=p.total, completed=p.step, description=p.what)
-
-
 @bench_app.command("cpu")
 def cpu(
-    host: Optional[str] = typer.Argument(None, help="board to measure, HOST or USER@HOST over SSH (default: this machine)"),
+    host: Optional[str] = typer.Argument(
+        None, help="board to measure, HOST or USER@HOST over SSH (default: this machine)"
+    ),
     threads: str = typer.Option("1,all", "--threads", "-t", help="thread counts, e.g. 1,4; 'all' = every usable CPU"),
-    n: int = typer.Option(DEFAULT_N, "--n", help=f"board size N ({N_RANGE[0]}-{N_RANGE[1]}; each step up is ~6× longer)"),
+    n: int = typer.Option(
+        DEFAULT_N, "--n", help=f"board size N ({N_RANGE[0]}-{N_RANGE[1]}; each step up is ~6× longer)"
+    ),
     repeat: int = typer.Option(5, "--repeat", "-r", help="solves per thread count (median and spread over these)"),
     warmup: int = typer.Option(1, "--warmup", help="discarded rounds before measuring"),
     stress_s: int = typer.Option(10, "--stress-s", help="seconds of stress-ng per thread count (0: skip it)"),
-    stress_optional: bool = typer.Option(False, "--stress-optional", help="skip stress-ng with a warning when it is missing"),
+    stress_optional: bool = typer.Option(
+        False, "--stress-optional", help="skip stress-ng with a warning when it is missing"
+    ),
     label: Optional[str] = typer.Option(None, "--label", help="a name for this run, e.g. 'RT 6.12'"),
-    results_dir: Optional[Path] = typer.Option(None, "--results-dir", envvar="RTFORGE_RESULTS_DIR", help="run store (default: XDG data dir)"),
-    ssh_config: Optional[Path] = typer.Option(None, "--ssh-config", help="ssh client config file (ssh -F)"),
+    results_dir: Optional[Path] = RESULTS_DIR,
+    ssh_config: Optional[Path] = SSH_CONFIG,
     as_json: bool = typer.Option(False, "--json", help="print the result as JSON (as `show --json`)"),
 ) -> int:
     """N-queens solve time with 1 and all CPUs, and stress-ng bogo ops/s: stored as a run of kind bench."""
-    spec = BenchSpec(n=n, threads=parse_threads(threads), repeat=repeat, warmup=warmup, stress_s=stress_s,
-                     stress_optional=stress_optional, label=label, host=host)
+    spec = BenchSpec(
+        n=n,
+        threads=parse_threads(threads),
+        repeat=repeat,
+        warmup=warmup,
+        stress_s=stress_s,
+        stress_optional=stress_optional,
+        label=label,
+        host=host,
+    )
     spec.validate()  # before connecting: bad input leaves no trace anywhere
     if ssh_config is not None and host is None:
         raise UserError("--ssh-config names how to reach a HOST: give the HOST too")
-    transport = SshTransport(host, ssh_config=ssh_config) if host else LocalTransport()
+    transport = SshTransport(host, ssh_config=ssh_config) if host else None
     store = Store(results_dir)
     console = make_console()
     try:
         if sys.stdout.isatty() and not as_json:
-            with BenchLive(console) as live:
-                result = run_bench(spec, store, transport=transport, on_progress=live)
+            with LiveLine(console, count="steps") as live:
+                live.update("connecting")
+                result = run_bench(spec, store, transport=transport, on_progress=live.bench)
         else:
             result = run_bench(spec, store, transport=transport)
     except KeyboardInterrupt:
         print("rtforge: interrupted: the benchmark was stopped on the target and nothing was stored", file=sys.stderr)
         return 130
     finally:
-        transport.close()
+        if transport is not None:
+            transport.close()
     if as_json:
         print(json.dumps(bench_show_dict(result), indent=1))
     else:
@@ -106,16 +102,19 @@ def cpu(
 
 # -- display, shared with `show` and `compare` ---------------------------------
 
+
 def bench_header(r: RunResult) -> str:
     b, s = r.bench or {}, r.system
     wall = f"{r.duration_s:.0f} s" if r.duration_s is not None else "?"
-    return "\n".join([
-        f"[bold]{r.run_id}[/bold]" + (f"  “{r.label}”" if r.label else ""),
-        f"N-queens N={b.get('n', '?')} · {r.state} · {b.get('repeat', '?')} solves per thread count"
-        f" (+{b.get('warmup', 0)} warm-up) · wall time {wall}",
-        f"{r.host} · kernel {s.get('kernel_release', '?')} · preemption {s.get('preempt_model', '?')}"
-        + (f" · {s['board_model']}" if s.get("board_model") else ""),
-    ])
+    return "\n".join(
+        [
+            f"[bold]{r.run_id}[/bold]" + (f"  “{r.label}”" if r.label else ""),
+            f"N-queens N={b.get('n', '?')} · {r.state} · {b.get('repeat', '?')} solves per thread count"
+            f" (+{b.get('warmup', 0)} warm-up) · wall time {wall}",
+            f"{r.host} · kernel {s.get('kernel_release', '?')} · preemption {s.get('preempt_model', '?')}"
+            + (f" · {s['board_model']}" if s.get("board_model") else ""),
+        ]
+    )
 
 
 def bench_table(r: RunResult) -> Table:
@@ -123,9 +122,17 @@ def bench_table(r: RunResult) -> Table:
     for col in ("threads", "solutions", "median", "min", "max", "IQR", "CPUs busy", "stress-ng bogo ops/s"):
         t.add_column(col, justify="right")
     for row in summarize_bench(r.bench or {}):
-        t.add_row(str(row["threads"]), f"{row['solutions']:,}", secs(row["median_s"]), secs(row["min_s"]),
-                  secs(row["max_s"]), secs(row["iqr_s"]), "–" if row["cpus_busy"] is None else f"{row['cpus_busy']:.2f}",
-                  _ops(row["stress_bogo_ops_per_s"]), style="bold" if row["threads"] > 1 else None)
+        t.add_row(
+            str(row["threads"]),
+            f"{row['solutions']:,}",
+            secs(row["median_s"]),
+            secs(row["min_s"]),
+            secs(row["max_s"]),
+            secs(row["iqr_s"]),
+            "–" if row["cpus_busy"] is None else f"{row['cpus_busy']:.2f}",
+            _ops(row["stress_bogo_ops_per_s"]),
+            style="bold" if row["threads"] > 1 else None,
+        )
     return t
 
 
@@ -133,9 +140,15 @@ def print_bench_result(r: RunResult, console: Console | None = None) -> None:
     console = console or make_console()
     console.print(bench_header(r))
     stress = (r.bench or {}).get("stress_ng")
-    console.print("solve time over the repetitions; CPUs busy = CPU time / wall time"
-                  + (f"; stress-ng {stress['version']} --cpu-method {stress['method']}, {stress['duration_s']} s each"
-                     if stress else "; stress-ng: not run"), style="dim")
+    console.print(
+        "solve time over the repetitions; CPUs busy = CPU time / wall time"
+        + (
+            f"; stress-ng {stress['version']} --cpu-method {stress['method']}, {stress['duration_s']} s each"
+            if stress
+            else "; stress-ng: not run"
+        ),
+        style="dim",
+    )
     console.print(bench_table(r))
     for w in r.warnings:
         console.print(f"[yellow]warning:[/yellow] {w}", highlight=False)
@@ -148,11 +161,20 @@ def print_bench_compare(rows: list[dict[str, Any]], console: Console | None = No
         t.add_column(col, justify="left" if col in ("run", "kernel", "preempt") else "right")
     for r in rows:
         for i, th in enumerate(r["threads"]):
-            t.add_row(r["label"] or r["run_id"] if i == 0 else "", r["kernel_release"] or "?" if i == 0 else "",
-                      r["preempt_model"] or "?" if i == 0 else "", str(th["threads"]), secs(th["median_s"]),
-                      f"{secs(th['min_s'])}–{secs(th['max_s'])}", _ratio(th["time_ratio_to_first"]),
-                      _ops(th["stress_bogo_ops_per_s"]), _ratio(th["stress_ratio_to_first"]))
-    console.print(f"N-queens N={rows[0]['n']}: median solve time; ratios are to the first run (> 1: slower)", style="dim")
+            t.add_row(
+                r["label"] or r["run_id"] if i == 0 else "",
+                r["kernel_release"] or "?" if i == 0 else "",
+                r["preempt_model"] or "?" if i == 0 else "",
+                str(th["threads"]),
+                secs(th["median_s"]),
+                f"{secs(th['min_s'])}–{secs(th['max_s'])}",
+                _ratio(th["time_ratio_to_first"]),
+                _ops(th["stress_bogo_ops_per_s"]),
+                _ratio(th["stress_ratio_to_first"]),
+            )
+    console.print(
+        f"N-queens N={rows[0]['n']}: median solve time; ratios are to the first run (> 1: slower)", style="dim"
+    )
     console.print(t)
     for r in rows[1:]:
         console.print(r["versus_first"], highlight=False)

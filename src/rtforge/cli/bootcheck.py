@@ -8,17 +8,18 @@ from pathlib import Path
 import typer
 
 from ..errors import UserError
-from ..target.bootcfg import MODELS, BootChoice, check, get_model, resolve
+from ..device.bootcfg import BootChoice, check, resolve
+from ..device.pimodels import pi_model, pi_models
 from . import app
 
-MODEL_HELP = "board model, named like its config.txt filter: " + ", ".join(MODELS)
+MODEL_HELP = "board model, named like its config.txt filter: " + ", ".join(pi_models())
 
 
 def render(c: BootChoice) -> str:
     """One block per boot mode: each file, then the line (or default) that
     chose it.  ASCII only, so no terminal encoding can make it fail."""
     mode = "tryboot (after reboot '0 tryboot')" if c.tryboot else "normal boot"
-    out = [f"{mode}: {c.model} ({MODELS[c.model].title}) reads {c.config}"]
+    out = [f"{mode}: {c.model} ({pi_model(c.model).title}) reads {c.config}"]
     rows = [("kernel", c.kernel), ("dtb", c.dtb), ("initramfs", c.initramfs), ("cmdline", c.cmdline_file)]
     for name, value in rows:
         out.append(f"  {name:<10} {value or '-'}")
@@ -38,7 +39,7 @@ def bootcheck(
     as_json: bool = typer.Option(False, "--json", help="print {normal, tryboot} as JSON"),
 ) -> None:
     """Which kernel, dtb, initramfs and cmdline the firmware would use, normal and tryboot, and why."""
-    get_model(model)
+    pi_model(model)
     if not boot_dir.is_dir():
         raise UserError(f"{boot_dir} is not a directory: give the mounted boot partition "
                         "(e.g. /media/$USER/bootfs or /boot/firmware)")

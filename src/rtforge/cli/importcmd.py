@@ -13,7 +13,7 @@ from ..results.stats import show_dict
 from ..results.store import Store
 from . import app
 from .render import make_console, print_result
-from .runs import RESULTS_DIR
+from .common import RESULTS_DIR
 
 
 @app.command("import")

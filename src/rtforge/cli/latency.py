@@ -1,113 +1,182 @@
-"""rtforge latency [HOST]: measure wake-up latency here or on a board, under load."""
+"""rtforge latency [HOST] and attach: measure wake-up latency here or on a
+board, under load; follow a run again.
+
+A run here and a run on a board go through the same lifecycle
+(measure.session): both survive a killed rtforge and can be detached,
+attached and stopped.  Ctrl-C here ends the run and keeps what was
+measured (exit 130); on a board it only lets go of the run, which goes on
+(the message says how to attach again or stop it) -- ending a board's run
+is a deliberate `--stop`, never a side effect of a closed laptop.
+"""
 
 from __future__ import annotations
 
-import json
 import sys
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.console import Console
-from rich.live import Live
-from rich.progress import BarColumn, Progress as Bar, TextColumn, TimeElapsedColumn
 
 from ..errors import UserError
+from ..measure import session
+from ..measure.launch import start_run
 from ..measure.loads import load_profiles, parse_loads
-from ..measure.remote import POLL_S
-from ..measure.session import Progress, run_latency
-from ..measure.spec import LatencySpec, parse_cpu_list, parse_duration
-from ..results.stats import show_dict
+from ..measure.spec import (PHASES, LatencySpec, available_cpus, parse_cpu_list, parse_duration, parse_int,
+                            parse_number)
 from ..results.store import Store
+from ..device import SshTransport
 from . import app
-from .render import make_console, print_result, us
+from .common import JSON, POLL, RESULTS_DIR, SSH_CONFIG, LiveLine, err_console, hint, show_run
+from .render import make_console
 
 LOAD_HELP = "comma-separated loads: " + ", ".join(load_profiles())
 
 
-class LiveProgress:
-    """Elapsed/total and max so far per CPU, redrawn from the engine's
-    checkpoint; silent when stdout is not a terminal."""
+def parse_poll(text: str | None) -> float | None:
+    return parse_number("--poll-s", text, "poll_s") if text is not None else None
 
-    def __init__(self, console: Console):
-        self.bar = Bar(TextColumn("measuring"), BarColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
-                       console=console, transient=True)
-        self.task = self.bar.add_task("", total=None)
-        self.live = Live(self.bar, console=console, transient=True, refresh_per_second=4)
 
-    def __enter__(self):
-        self.live.__enter__()
-        return self
+def parse_spec(*, duration, loops, interval_us, priority, policy, cpus, load, label, engine, spike_us, histogram_us,
+               phase, settle_s, local: bool) -> LatencySpec:
+    """Every option checked, against the bounds both engines accept, before
+    anything connects, starts or is stored."""
+    if duration is not None and loops is not None:
+        raise UserError("give --duration or --loops, not both")
+    return LatencySpec(
+        duration_s=None if loops is not None else parse_duration(duration if duration is not None else "60s"),
+        loops=parse_int("--loops", loops, "loops") if loops is not None else None,
+        interval_us=parse_int("--interval-us", interval_us, "interval_us"),
+        priority=parse_int("--priority", priority, "priority"), policy=policy.strip().lower(),
+        cpus=(parse_cpu_list(cpus, available_cpus()) if local else parse_cpu_list(cpus)) if cpus is not None else None,
+        loads=parse_loads(load), label=label, engine=engine.strip().lower(),
+        spike_us=parse_number("--spike-us", spike_us, "spike_us") if spike_us is not None else None,
+        histogram_us=parse_int("--histogram-us", histogram_us, "histogram_us") if histogram_us is not None else None,
+        phase=phase.strip().lower(),
+        settle_s=parse_number("--settle-s", settle_s, "settle_s") if settle_s is not None else None,
+    )
 
-    def __exit__(self, *exc):
-        return self.live.__exit__(*exc)
 
-    def __call__(self, p: Progress) -> None:
-        total = f"/{p.total_s:.0f} s" if p.total_s else " s"
-        maxes = "  ".join(f"CPU{cpu} max {us(v)} µs" for cpu, v in sorted(p.max_ns.items()))
-        self.bar.update(self.task, total=p.total_s, completed=min(p.elapsed_s, p.total_s or p.elapsed_s),
-                        description=f"{p.elapsed_s:.0f}{total}  {maxes}")
+def _steps(quiet: bool):
+    err = err_console()
+    return (lambda s: err.print(s, style="dim")) if sys.stderr.isatty() and not quiet else None
+
+
+def _notice(live: LiveLine, host: str):
+    def notice(message: str | None) -> None:
+        text = (f"[yellow]connection to {host} lost ({message}); the run goes on there, reconnecting…[/yellow]"
+                if message else f"reconnected to {host}")
+        (live.bar.console if live.bar.console.is_terminal else err_console()).print(text, highlight=False)
+    return notice
 
 
 @app.command()
 def latency(
-    host: Optional[str] = typer.Argument(None, help="board to measure over SSH, HOST or USER@HOST (default: this machine)"),
-    duration: Optional[str] = typer.Option(None, "--duration", "-D", help="how long: 90s, 10m, 2h, 1h30m (default 60s)"),
-    loops: Optional[int] = typer.Option(None, "--loops", "-l", help="stop after this many wake-ups per CPU instead"),
-    interval_us: int = typer.Option(200, "--interval-us", "-i", help="wake-up period in µs"),
-    priority: int = typer.Option(90, "--priority", "-p", help="SCHED_FIFO priority of the measuring threads"),
+    host: Optional[str] = typer.Argument(None, help="board to measure over SSH, HOST or USER@HOST "
+                                         "(default: this machine)"),
+    duration: Optional[str] = typer.Option(None, "--duration", "-D", help="how long: 90s, 10m, 2h, 1h30m, "
+                                           "up to 100d (default 60s)"),
+    loops: Optional[str] = typer.Option(None, "--loops", "-l", help="stop after this many wake-ups per CPU instead"),
+    interval_us: str = typer.Option("200", "--interval-us", "-i", help="wake-up period in µs (10-10000000)"),
+    priority: str = typer.Option("90", "--priority", "-p", help="SCHED_FIFO priority of the measuring threads (1-99)"),
     policy: str = typer.Option("fifo", "--policy", help="fifo or rr"),
     cpus: Optional[str] = typer.Option(None, "--cpus", "-c", help="CPUs to measure, e.g. 0-3,6 (default: all)"),
     load: Optional[str] = typer.Option(None, "--load", "-L", help=LOAD_HELP),
     label: Optional[str] = typer.Option(None, "--label", help="a name for this run, e.g. 'stock kernel'"),
     engine: str = typer.Option("probe", "--engine", "-e", help="probe (default) or cyclictest"),
-    spike_us: Optional[float] = typer.Option(None, "--spike-us", help="log wake-ups later than this (default: half the interval)"),
-    histogram_us: Optional[int] = typer.Option(None, "--histogram-us", help="cyclictest histogram range (default: 10 intervals, at least 1000)"),
-    results_dir: Optional[Path] = typer.Option(None, "--results-dir", envvar="RTFORGE_RESULTS_DIR", help="run store (default: XDG data dir)"),
-    as_json: bool = typer.Option(False, "--json", help="print the result summary as JSON"),
-    detach: bool = typer.Option(False, "--detach", help="HOST: start the run and return at once (prints its id)"),
-    stop: Optional[str] = typer.Option(None, "--stop", metavar="RUN", help="HOST: end that run cleanly and store it"),
-    install: bool = typer.Option(False, "--install", help="HOST: install missing load tools with apt-get (sudo)"),
-    ssh_config: Optional[Path] = typer.Option(None, "--ssh-config", help="HOST: ssh client config file (ssh -F)"),
-    poll_s: float = typer.Option(POLL_S, "--poll-s", hidden=True, help="HOST: seconds between progress polls"),
+    phase: str = typer.Option("together", "--phase", help=f"probe: {' or '.join(PHASES)} -- CPUs woken nearly "
+                              "together as cyclictest's threads are (default), or spread evenly over the period"),
+    spike_us: Optional[str] = typer.Option(None, "--spike-us", help="log wake-ups later than this "
+                                           "(default: half the interval)"),
+    histogram_us: Optional[str] = typer.Option(None, "--histogram-us", help="cyclictest histogram range, up to "
+                                               "1000000 (default: 10 intervals, at least 1000)"),
+    settle_s: Optional[str] = typer.Option(None, "--settle-s", help="seconds the loads get to start before "
+                                           "measuring (default 3 with loads)"),
+    results_dir: Optional[Path] = RESULTS_DIR,
+    as_json: bool = JSON,
+    detach: bool = typer.Option(False, "--detach", help="start the run and return at once (prints its id)"),
+    stop: Optional[str] = typer.Option(None, "--stop", metavar="RUN", help="end that run cleanly and store it"),
+    install: bool = typer.Option(False, "--install", help="HOST: install missing tools with apt-get (sudo)"),
+    ssh_config: Optional[Path] = SSH_CONFIG,
+    poll_s: Optional[str] = POLL,
 ) -> int:
     """Measure wake-up latency on this machine or on a board (HOST, over SSH), optionally under load.
 
-    On a board the run is detached from the SSH session: a dropped connection
-    or Ctrl-C here leaves it going; `rtforge attach HOST RUN` follows it again."""
+    The run goes on without rtforge: `rtforge attach [HOST] RUN` follows it
+    again, `rtforge latency [HOST] --stop RUN` ends it."""
     if host is None:
-        for flag, given in (("--detach", detach), ("--stop", stop is not None), ("--install", install),
-                            ("--ssh-config", ssh_config is not None)):
+        for flag, given in (("--install", install), ("--ssh-config", ssh_config is not None)):
             if given:
                 raise UserError(f"{flag} is for runs on a board: name the board first, "
                                 f"e.g. rtforge latency pi@raspberrypi.local {flag}")
-    elif stop is not None:
-        from .remote import remote_stop  # remote imports LiveProgress from here
-
-        return remote_stop(host, stop, ssh_config=ssh_config, results_dir=results_dir, as_json=as_json)
-    if duration is not None and loops is not None:
-        raise UserError("give --duration or --loops, not both")
-    spec = LatencySpec(
-        duration_s=None if loops else parse_duration(duration or "60s"),
-        loops=loops, interval_us=interval_us, priority=priority, policy=policy,
-        cpus=parse_cpu_list(cpus) if cpus is not None else None,
-        loads=parse_loads(load), label=label, engine=engine, spike_us=spike_us, histogram_us=histogram_us,
-    )
-    if host is not None:
-        from .remote import remote_latency
-
-        return remote_latency(host, spec, ssh_config=ssh_config, detach=detach, install=install,
-                              results_dir=results_dir, as_json=as_json, poll_s=poll_s)
+    poll = parse_poll(poll_s)
+    transport = SshTransport(host, ssh_config=ssh_config) if host is not None else None
     store = Store(results_dir)
-    console = make_console()
-    if sys.stdout.isatty() and not as_json:
-        with LiveProgress(console) as live:
-            result = run_latency(spec, store, on_progress=live)
-    else:
-        result = run_latency(spec, store)
-    if as_json:
-        print(json.dumps(show_dict(result), indent=1))
-    else:
-        print_result(result, console)
-        console.print(f"stored as {result.run_id} in {store.root}", style="dim")
-    return 130 if result.state == "interrupted" else 0
+    try:
+        if stop is not None:  # a deliberate end: success, though the run is partial
+            show_run(session.stop(stop, store, transport), store, as_json)
+            return 0
+        spec = parse_spec(duration=duration, loops=loops, interval_us=interval_us, priority=priority, policy=policy,
+                          cpus=cpus, load=load, label=label, engine=engine, spike_us=spike_us,
+                          histogram_us=histogram_us, phase=phase, settle_s=settle_s, local=host is None)
+        steps = _steps(as_json)
+        if detach:
+            started = start_run(spec, store, transport, install=install, detach=True, on_step=steps)
+            print(started.run.run_id)
+            err_console().print(hint(host, started.run.run_id, again=False))
+            return 0
+        console = make_console()
+        live = LiveLine(console, label="measuring") if sys.stdout.isatty() and not as_json else None
+        launched: list[str] = []
+        try:
+            with live or nullcontext():
+                result = session.run_latency(
+                    spec, store, transport, install=install, poll_s=poll, on_step=steps,
+                    on_progress=live.latency if live else None,
+                    on_connection=_notice(live, host) if live and host else _plain_notice(host),
+                    on_launch=lambda run: launched.append(run.run_id))
+        except session.LetGo as e:
+            err_console().print(hint(host, e.run_id))
+            return 130
+        return show_run(result, store, as_json)
+    finally:
+        if transport is not None:
+            transport.close()
+
+
+def _plain_notice(host: str | None):
+    def notice(message: str | None) -> None:
+        err_console().print(f"connection to {host} lost ({message}); the run goes on there, reconnecting…"
+                            if message else f"reconnected to {host}")
+    return notice
+
+
+@app.command()
+def attach(
+    first: str = typer.Argument(..., metavar="[HOST] RUN", help="the run's id (or a unique prefix); "
+                                "for a board: HOST (or USER@HOST) first"),
+    second: Optional[str] = typer.Argument(None, hidden=True),
+    ssh_config: Optional[Path] = SSH_CONFIG,
+    results_dir: Optional[Path] = RESULTS_DIR,
+    as_json: bool = JSON,
+    poll_s: Optional[str] = POLL,
+) -> int:
+    """Follow a run again (live progress) and store it when it ends; Ctrl-C lets go of it again."""
+    host, ref = (first, second) if second is not None else (None, first)
+    if host is None and ssh_config is not None:
+        raise UserError("--ssh-config is for runs on a board: name the board first, e.g. rtforge attach HOST RUN")
+    poll = parse_poll(poll_s)
+    transport = SshTransport(host, ssh_config=ssh_config) if host is not None else None
+    store = Store(results_dir)
+    live = LiveLine(make_console(), label="measuring") if sys.stdout.isatty() and not as_json else None
+    try:
+        with live or nullcontext():
+            result = session.attach(ref, store, transport, poll_s=poll, on_progress=live.latency if live else None,
+                                    on_connection=_notice(live, host) if live and host else _plain_notice(host))
+    except session.LetGo as e:
+        err_console().print(hint(host, e.run_id))
+        return 130
+    finally:
+        if transport is not None:
+            transport.close()
+    return show_run(result, store, as_json)

@@ -1,15 +1,33 @@
 """Shared display of stored results: one table per run, the same for
-`rtforge latency` at the end of a run and for `rtforge show`."""
+`rtforge latency` at the end of a run and for `rtforge show`.
+
+Everything a result holds may come from a file someone else wrote (an
+imported host name, a label, a hand-edited result.json), so it is shown
+through ``clean`` (results/display.py): a terminal never receives its
+control characters, and rich never reads it as markup."""
 
 from __future__ import annotations
 
 import sys
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
+from ..results.display import clean
 from ..results.model import RunResult
-from ..results.stats import summarize_all, summarize_cpu, telemetry_summary
+from ..results.stats import percentile_text, summarize_all, summarize_cpu, telemetry_summary
+
+
+def shown(value: object) -> str:
+    """clean(value), escaped for rich markup."""
+    return escape(clean(value))
+
+
+def cell(value: object) -> Text:
+    """A table cell that rich never reads as markup."""
+    return Text(clean(value))
 
 
 def us(ns: int | float | None, *, beyond: bool = False) -> str:
@@ -25,14 +43,14 @@ def _count(n: int | None) -> str:
 
 def run_header(r: RunResult) -> str:
     s = r.system
-    loads = ",".join(r.config.get("loads") or []) or "none"
+    loads = ",".join(map(str, r.config.get("loads") or [])) or "none"
     dur = f"{r.duration_s:.0f} s" if r.duration_s is not None else "?"
     parts = [
-        f"[bold]{r.run_id}[/bold]" + (f"  “{r.label}”" if r.label else ""),
-        f"{r.engine} · {r.state}{' (partial)' if r.partial else ''} · {dur} · interval {r.config.get('interval_us', '?')} µs"
-        f" · priority {r.config.get('priority', '?')} · load {loads}",
-        f"{r.host} · kernel {s.get('kernel_release', '?')} · preemption {s.get('preempt_model', '?')}"
-        + (f" · {s['board_model']}" if s.get("board_model") else ""),
+        f"[bold]{shown(r.run_id)}[/bold]" + (f"  “{shown(r.label)}”" if r.label else ""),
+        shown(f"{r.engine} · {r.state}{' (partial)' if r.partial else ''} · {dur} · interval "
+              f"{r.config.get('interval_us', '?')} µs · priority {r.config.get('priority', '?')} · load {loads}"),
+        shown(f"{r.host} · kernel {s.get('kernel_release', '?')} · preemption {s.get('preempt_model', '?')}"
+              + (f" · {s['board_model']}" if s.get("board_model") else "")),
     ]
     if r.config.get("emulated"):
         parts.append("[yellow]emulated (QEMU): these latencies are emulation noise, not the hardware's[/yellow]")
@@ -41,18 +59,17 @@ def run_header(r: RunResult) -> str:
 
 def latency_table(r: RunResult) -> Table:
     t = Table(title=None, show_edge=False, header_style="bold")
-    for name in ("CPU", "count", "min", "avg", "p50", "p99", "p99.9", "p99.99", "max", "overruns", "spikes", "overflow"):
+    for name in ("CPU", "count", "min", "avg", "p50", "p99", "p99.9", "p99.99", "max", "overruns", "spikes",
+                 "overflow"):
         t.add_column(name, justify="right")
     rows = [summarize_cpu(c) for c in r.cpus]
     if len(rows) > 1:
         rows.append(summarize_all(r))
     for s in rows:
-        beyond = s.overflow > 0
         t.add_row(
-            str(s.cpu), _count(s.count), us(s.min_ns), us(s.avg_ns),
-            us(s.p50_ns, beyond=beyond), us(s.p99_ns, beyond=beyond),
-            us(s.p999_ns, beyond=beyond), us(s.p9999_ns, beyond=beyond), us(s.max_ns),
-            _count(s.overruns), _count(s.spikes), _count(s.overflow),
+            cell(s.cpu), _count(s.count), us(s.min_ns), us(s.avg_ns),
+            *(percentile_text(s, v) for v in (s.p50_ns, s.p99_ns, s.p999_ns, s.p9999_ns)), us(s.max_ns),
+            _count(s.overruns), _count(s.spikes), _count(s.overflow) if s.histogram else "–",
             style="bold" if s.cpu == "all" else None,
         )
     return t
@@ -79,9 +96,9 @@ def make_console() -> Console:
 
 def print_result(r: RunResult, console: Console | None = None) -> None:
     console = console or make_console()
-    console.print(run_header(r))
+    console.print(run_header(r), highlight=False)
     console.print("latency in µs", style="dim")
     console.print(latency_table(r))
-    console.print(telemetry_line(r))
+    console.print(shown(telemetry_line(r)), highlight=False)
     for w in r.warnings:
-        console.print(f"[yellow]warning:[/yellow] {w}", highlight=False)
+        console.print(f"[yellow]warning:[/yellow] {shown(w)}", highlight=False)

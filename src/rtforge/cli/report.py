@@ -8,15 +8,16 @@ from typing import List, Optional
 
 import typer
 
+from .. import paths
 from ..errors import UserError
 from ..report.compare import compare_bench, compare_runs, one_kind
 from ..report.verdict import parse_cycle_time, verdict
 from ..results.store import Store
 from . import app
 from .bench import print_bench_compare
-from .render import make_console, us
+from .common import RESULTS_DIR
+from .render import cell, make_console, shown, us
 
-RESULTS_DIR = typer.Option(None, "--results-dir", envvar="RTFORGE_RESULTS_DIR", help="run store (default: XDG data dir)")
 KINDS = ("hist", "timeline", "cdf", "compare")
 
 
@@ -29,8 +30,10 @@ def _load(store: Store, refs: list[str]):
 def _latency_only(loaded, command: str) -> None:
     for r in loaded:
         if r.kind == "bench":
-            raise UserError(f"{r.run_id} is a CPU benchmark, not a latency run: `rtforge {command}` takes latency runs; "
-                            f"`rtforge show` and `rtforge compare` show benchmarks")
+            raise UserError(
+                f"{r.run_id} is a CPU benchmark, not a latency run: `rtforge {command}` takes latency runs; "
+                f"`rtforge show` and `rtforge compare` show benchmarks"
+            )
 
 
 @app.command()
@@ -46,8 +49,19 @@ def compare(
         bench_rows = compare_bench(loaded)
         if as_json:
             print(json.dumps(bench_rows, indent=1))
-        else:
-            print_bench_compare(bench_rows)
+        else:  # labels come from users and files: shown, never obeyed as markup or escapes
+            print_bench_compare(
+                [
+                    {
+                        **r,
+                        **{
+                            k: shown(r[k]) if isinstance(r[k], str) else r[k]
+                            for k in ("label", "kernel_release", "preempt_model", "versus_first")
+                        },
+                    }
+                    for r in bench_rows
+                ]
+            )
         return
     rows = compare_runs(loaded)
     if as_json:
@@ -59,10 +73,24 @@ def compare(
     for col in ("run", "kernel", "preempt", "load", "wake-ups", "min", "avg", "p99", "p99.99", "max", "versus first"):
         t.add_column(col, justify="right" if col in ("wake-ups", "min", "avg", "p99", "p99.99", "max") else "left")
     for r in rows:
-        t.add_row(r["label"] or r["run_id"], r["kernel_release"] or "?", r["preempt_model"] or "?",
-                  ",".join(r["loads"]) or "none", f"{r['count']:,}", us(r["min_ns"]), us(r["avg_ns"]),
-                  us(r["p99_ns"], beyond=r["overflow"] > 0), us(r["p9999_ns"], beyond=r["overflow"] > 0),
-                  us(r["max_ns"]), r["versus_first"])
+        t.add_row(
+            *map(
+                cell,
+                (
+                    r["label"] or r["run_id"],
+                    r["kernel_release"] or "?",
+                    r["preempt_model"] or "?",
+                    ",".join(r["loads"]) or "none",
+                ),
+            ),
+            f"{r['count']:,}",
+            us(r["min_ns"]),
+            us(r["avg_ns"]),
+            r["p99_text"],
+            r["p9999_text"],
+            us(r["max_ns"]),
+            r["versus_first"],
+        )
     console = make_console()
     console.print("latency in µs", style="dim")
     console.print(t)
@@ -82,8 +110,7 @@ def plot(
     fmt = output.suffix.lower().lstrip(".")
     if fmt not in ("svg", "png"):
         raise UserError(f"cannot write '{output}': the plot file must end in .svg or .png")
-    if not output.parent.is_dir():
-        raise UserError(f"cannot write '{output}': {output.parent} is not a directory")
+    paths.check_output(output)
     loaded = _load(Store(results_dir), runs)
     _latency_only(loaded, "plot")
     if kind in ("hist", "timeline") and len(loaded) != 1:
@@ -102,15 +129,19 @@ def plot(
         fig = plots.exceedance(loaded)
     else:
         fig = plots.compare_overlay(loaded)
-    output.write_bytes(plots.render(fig, fmt))
-    make_console().print(f"wrote {output}")
+    paths.write_output(output, plots.render(fig, fmt))
+    make_console().print(f"wrote {shown(output)}", highlight=False)
 
 
 @app.command()
 def report(
     runs: List[str] = typer.Argument(..., help="run(s) to report on; the first is the baseline"),
-    cycle_time: Optional[str] = typer.Option(None, "--cycle-time", "-C", help="your control cycle, e.g. 1ms or 250us: gives the verdict"),
-    output: Optional[Path] = typer.Option(None, "--output", "-o", help="file to write (default report.html / report.md)"),
+    cycle_time: Optional[str] = typer.Option(
+        None, "--cycle-time", "-C", help="your control cycle, e.g. 1ms or 250us: gives the verdict"
+    ),
+    output: Optional[Path] = typer.Option(
+        None, "--output", "-o", help="file to write (default report.html / report.md)"
+    ),
     fmt: str = typer.Option("html", "--format", "-f", help="html (one self-contained file) or md"),
     results_dir: Optional[Path] = RESULTS_DIR,
 ) -> None:
@@ -118,9 +149,7 @@ def report(
     if fmt not in ("html", "md"):
         raise UserError(f"unknown report format '{fmt}': choose html or md")
     cycle_ns = parse_cycle_time(cycle_time) if cycle_time else None
-    output = output or Path(f"report.{fmt}")
-    if not output.parent.is_dir():
-        raise UserError(f"cannot write '{output}': {output.parent} is not a directory")
+    output = paths.check_output(output or Path(f"report.{fmt}"))
     loaded = _load(Store(results_dir), runs)
     _latency_only(loaded, "report")
     from ..report import document  # matplotlib: only for the commands that draw
@@ -131,5 +160,5 @@ def report(
     if cycle_ns:
         for r in loaded:
             v = verdict(r, cycle_ns)
-            console.print(f"{v.status.upper()}: {r.label or r.run_id} {v.sentence}", highlight=False)
-    console.print(f"wrote {output}")
+            console.print(f"{v.status.upper()}: {shown(r.label or r.run_id)} {shown(v.sentence)}", highlight=False)
+    console.print(f"wrote {shown(output)}", highlight=False)
