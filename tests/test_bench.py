@@ -269,7 +269,7 @@ def interrupt_mid_solve(tmp_path, *argv):
             os.killpg(p.pid, signal.SIGKILL)
     assert p.returncode == 130, err
     assert "nothing was stored" in err
-    assert wait_for(lambda: not solvers(16, under), 5), "the solver outlived the interrupt"
+    assert wait_for(lambda: not solvers(16, under), 5), f"the solver outlived the interrupt: {err}"
     assert workdirs() == before
     assert Store(tmp_path / "results").list() == []
 

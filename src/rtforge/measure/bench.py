@@ -285,18 +285,26 @@ def run_bench(
         engine_argv=["nqueens", "--n", str(spec.n), "--threads", "T"],
     )
     engine = EngineCommand("bench", ["sh", f"{d}/bench.sh", d], "steps.log")
-    run = launch(
-        target,
-        contact,
-        store,
-        result,
-        engine,
-        {"rtprobe": probe_local, "nqueens": solver_local, "bench.sh": _script(spec, steps)},
-        loads=[],
-        settle_s=0,
-        check_rt=False,
-        on_step=step,
-    )
+    launched: list = []  # the runner, once it was asked to start: Ctrl-C from then on must stop it
+    try:
+        run = launch(
+            target,
+            contact,
+            store,
+            result,
+            engine,
+            {"rtprobe": probe_local, "nqueens": solver_local, "bench.sh": _script(spec, steps)},
+            loads=[],
+            settle_s=0,
+            check_rt=False,
+            on_step=step,
+            on_launch=launched.append,
+        )
+    except BaseException:
+        if launched:
+            with held_signals():
+                _discard(launched[0], store)
+        raise
 
     def progress(p: Progress) -> None:
         if on_progress:
