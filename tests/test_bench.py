@@ -9,7 +9,6 @@ import os
 import signal
 import struct
 import subprocess
-import sys
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -24,6 +23,8 @@ from rtforge.report.compare import compare_bench
 from rtforge.results.bench import parse_stress_ng_metrics
 from rtforge.results.model import FORMAT_VERSION, RunResult
 from rtforge.results.store import Store
+
+from .support import procs
 
 # OEIS A000170 (https://oeis.org/A000170), N = 1..16: the independent truth.
 A000170 = [1, 0, 0, 2, 10, 4, 40, 92, 352, 724, 2680, 14200, 73712, 365596, 2279184, 14772512]
@@ -241,15 +242,7 @@ def test_bench_on_a_board_over_ssh(board, store):
 
 
 def start_cli(tmp_path, *argv) -> subprocess.Popen:
-    env = {**os.environ, "RTFORGE_RESULTS_DIR": str(tmp_path / "results")}
-    return subprocess.Popen(
-        [sys.executable, "-m", "rtforge", *argv],
-        env=env,
-        start_new_session=True,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    return procs.start_cli({**os.environ, "RTFORGE_RESULTS_DIR": str(tmp_path / "results")}, *argv)
 
 
 def interrupt_mid_solve(tmp_path, *argv):

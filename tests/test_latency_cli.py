@@ -19,6 +19,7 @@ from rtforge.measure.session import run_latency
 from rtforge.measure.spec import LatencySpec
 from rtforge.results.store import Store
 
+from .support import procs
 from .support.remoteboard import run_sessions, session_members
 
 REQUIRED_CPU_KEYS = {
@@ -58,17 +59,10 @@ def tagged_processes(tag: str) -> list[int]:
 
 
 def start_cli(tmp_path, *argv) -> tuple[subprocess.Popen, str]:
+    """rtforge in its own session, tagged so that its processes can be found."""
     tag = uuid.uuid4().hex
     env = {**os.environ, "RTFORGE_TEST_TAG": tag, "RTFORGE_RESULTS_DIR": str(tmp_path / "results")}
-    p = subprocess.Popen(
-        [sys.executable, "-m", "rtforge", *argv],
-        env=env,
-        start_new_session=True,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    return p, tag
+    return procs.start_cli(env, *argv), tag
 
 
 def wait_gone(tag: str, timeout: float = 10) -> list[int]:

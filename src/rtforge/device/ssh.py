@@ -24,7 +24,7 @@ from pathlib import Path
 
 from .. import tools
 from ..errors import UserError
-from .transport import ConnectionLost, Transport, _die_with_parent
+from .transport import ConnectionLost, Transport, spawn_here
 
 # user@host, host, host:port is not accepted (use --port or ssh_config)
 _DEST_RE = re.compile(r"^(?:[A-Za-z0-9._][A-Za-z0-9._-]*@)?(?:[A-Za-z0-9_][A-Za-z0-9._-]*|\[[0-9A-Fa-f:.]+\])$")
@@ -103,19 +103,7 @@ class SshTransport(Transport):
         return proc
 
     def spawn(self, argv, *, log=None, errors_only=False):
-        out = open(log, "ab") if log else subprocess.DEVNULL
-        try:
-            return subprocess.Popen(
-                self.command(argv),
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL if errors_only else out,
-                stderr=out if errors_only else subprocess.STDOUT,
-                start_new_session=True,
-                preexec_fn=_die_with_parent,
-            )
-        finally:
-            if log:
-                out.close()
+        return spawn_here(self.command(argv), log=log, errors_only=errors_only)
 
     def master_pid(self) -> int | None:
         """pid of the ControlMaster process (tests cut the connection with it)."""

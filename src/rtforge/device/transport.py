@@ -46,6 +46,24 @@ def _die_with_parent() -> None:  # runs in the child between fork and exec
     _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
+def spawn_here(argv, *, log=None, errors_only=False) -> subprocess.Popen:
+    """Start a process on this machine in a session of its own, dying with
+    us; its output appended to `log` (errors_only: stderr alone)."""
+    out = open(log, "ab") if log else subprocess.DEVNULL
+    try:
+        return subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL if errors_only else out,
+            stderr=out if errors_only else subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=_die_with_parent,
+        )
+    finally:
+        if log:
+            out.close()
+
+
 class CommandFailed(UserError):
     """A command on the target failed; the message holds its stderr."""
 
@@ -259,19 +277,7 @@ class LocalTransport(Transport):
         return subprocess.run(argv, input=input, capture_output=True, timeout=timeout)
 
     def spawn(self, argv, *, log=None, errors_only=False):
-        out = open(log, "ab") if log else subprocess.DEVNULL
-        try:
-            return subprocess.Popen(
-                argv,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL if errors_only else out,
-                stderr=out if errors_only else subprocess.STDOUT,
-                start_new_session=True,
-                preexec_fn=_die_with_parent,
-            )
-        finally:
-            if log:
-                out.close()
+        return spawn_here(argv, log=log, errors_only=errors_only)
 
     def which(self, program):
         return shutil.which(program)
