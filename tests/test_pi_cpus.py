@@ -19,7 +19,7 @@ import pytest
 from rtforge.kernel.boards import load_boards
 from rtforge.measure.probebuild import build_probe, build_program
 
-from .support.qemu_user import qemu_user, sandbox_works, sandboxed
+from .support.qemu_user import EM_AARCH64, EM_ARM, elf_facts, qemu_user, sandbox_works, sandboxed
 
 
 def pi_cpus() -> list[tuple[str, str]]:
@@ -42,6 +42,8 @@ def test_the_board_files_name_every_pi_cpu():
 @pytest.mark.parametrize("machine, cpu", PI_CPUS, ids=IDS)
 def test_probe_measures_on_each_pi_cpu(machine, cpu, tmp_path):
     probe = build_probe(machine, static=True)
+    # static: it needs no libc on the board
+    assert elf_facts(probe) == (EM_ARM if machine.startswith("arm") else EM_AARCH64, False)
     out = tmp_path / "run"
     p = subprocess.run([str(qemu_user(machine)), "-cpu", cpu, str(probe), "--out", str(out), "--duration-s", "1",
                         "--interval-us", "1000"], capture_output=True, text=True, timeout=120)
@@ -55,6 +57,7 @@ def test_probe_measures_on_each_pi_cpu(machine, cpu, tmp_path):
 @pytest.mark.parametrize("machine, cpu", PI_CPUS, ids=IDS)
 def test_nqueens_counts_right_on_each_pi_cpu(machine, cpu):
     solver = build_program("nqueens", "nqueens", machine, static=True)
+    assert elf_facts(solver) == (EM_ARM if machine.startswith("arm") else EM_AARCH64, False)
     for n, solutions in A000170.items():
         p = subprocess.run([str(qemu_user(machine)), "-cpu", cpu, str(solver), "--n", str(n), "--threads", "2"],
                            capture_output=True, text=True, timeout=120)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 import shlex
+import struct
 import subprocess
 from pathlib import Path
 
@@ -66,3 +67,24 @@ def sandbox_works() -> str | None:
         return "this kernel has no per-user-namespace binfmt_misc (Linux >= 6.7): " + (
             re.sub(r"\s+", " ", p.stderr.strip()) or f"exit {p.returncode}")
     return None
+
+
+# e_machine values (elf.h) of the CPUs a Pi has
+EM_ARM, EM_AARCH64 = 40, 183
+
+
+def elf_facts(path: Path) -> tuple[int, bool]:
+    """(e_machine, whether it asks for a dynamic loader: a PT_INTERP program
+    header) of an ELF file, 32 or 64 bits, either byte order (elf(5))."""
+    data = path.read_bytes()
+    assert data[:4] == b"\x7fELF", f"{path} is not an ELF file"
+    is64, end = data[4] == 2, "<" if data[5] == 1 else ">"
+    machine = struct.unpack_from(end + "H", data, 18)[0]
+    if is64:
+        (phoff,) = struct.unpack_from(end + "Q", data, 0x20)
+        phentsize, phnum = struct.unpack_from(end + "HH", data, 0x36)
+    else:
+        (phoff,) = struct.unpack_from(end + "I", data, 0x1C)
+        phentsize, phnum = struct.unpack_from(end + "HH", data, 0x2A)
+    types = [struct.unpack_from(end + "I", data, phoff + i * phentsize)[0] for i in range(phnum)]
+    return machine, 3 in types  # PT_INTERP
