@@ -294,10 +294,8 @@ def list_rt_candidates(version: KernelVersion, base_url: str | None = None) -> l
         for name in names:
             m = _PATCH_NAME.match(name) or _SERIES_NAME.match(name)
             if m and (int(m.group(1)), int(m.group(2))) == (version.version, version.patchlevel):
-                found.setdefault(
-                    name,
-                    Candidate(name, url + name, int(m.group(3) or 0), int(m.group(4)), name.startswith("patches-")),
-                )
+                found.setdefault(name, Candidate(name, url + name, int(m.group(3) or 0), int(m.group(4)),
+                                                 name.startswith("patches-")))
     best: dict[int, Candidate] = {}
     # per sublevel: highest -rtN, a single patch before a series, .xz before .gz
     for c in sorted(found.values(), key=lambda c: (-c.rt, c.series, not c.name.endswith(".xz"))):
@@ -331,16 +329,9 @@ class RtTree:
 
     def to_dict(self) -> dict:
         s = self.support
-        return {
-            "path": str(self.path),
-            "source_id": self.source.source_id,
-            "rt_patch_id": self.patch_id,
-            "rt_symbol": s.symbol,
-            "rt_depends_on": list(s.depends_on),
-            "rt_reason": s.reason,
-            "attempts": [vars(a) for a in self.attempts],
-            "notes": list(self.notes),
-        }
+        return {"path": str(self.path), "source_id": self.source.source_id, "rt_patch_id": self.patch_id,
+                "rt_symbol": s.symbol, "rt_depends_on": list(s.depends_on), "rt_reason": s.reason,
+                "attempts": [vars(a) for a in self.attempts], "notes": list(self.notes)}
 
 
 class _Failed(Exception):
@@ -365,11 +356,8 @@ def _why(output: str) -> str:
         elif "Reversed (or previously applied)" in line and current:
             reversed_.append(current)
     parts = []
-    for label, files in (
-        ("hunks fail in", failed),
-        ("files to patch are missing:", missing),
-        ("already applied to", reversed_),
-    ):
+    for label, files in (("hunks fail in", failed), ("files to patch are missing:", missing),
+                         ("already applied to", reversed_)):
         if files:
             parts.append(f"{label} {', '.join(files[:3])}" + (f" and {len(files) - 3} more" if len(files) > 3 else ""))
     if parts:
@@ -423,16 +411,8 @@ def _apply(source: KernelSource, patch: RtPatch, arch: str, progress: Progress, 
             support = detect_rt(stage.root, arch)
             if not support.supported:
                 raise _Failed(f"applies, but does not enable PREEMPT_RT ({support.reason})")
-            fetch.write_json(
-                meta,
-                {
-                    "source_id": source.source_id,
-                    "rt_patch_id": patch.patch_id,
-                    "origin": patch.origin,
-                    "auto": auto,
-                    "created": time.time(),
-                },
-            )
+            fetch.write_json(meta, {"source_id": source.source_id, "rt_patch_id": patch.patch_id,
+                                    "origin": patch.origin, "auto": auto, "created": time.time()})
         return final
 
 
@@ -448,14 +428,8 @@ def _cached_auto(source: KernelSource, arch: str) -> tuple[Path, dict] | None:
     return best
 
 
-def prepare_rt_tree(
-    source: KernelSource,
-    arch: str,
-    rt_patch: str | None = None,
-    *,
-    progress: Progress = None,
-    base_url: str | None = None,
-) -> RtTree:
+def prepare_rt_tree(source: KernelSource, arch: str, rt_patch: str | None = None, *,
+                    progress: Progress = None, base_url: str | None = None) -> RtTree:
     """A tree of source in which PREEMPT_RT can be configured for arch."""
     support = detect_rt(source.path, arch)
     if rt_patch is None or (rt_patch == "auto" and support.supported):
@@ -484,13 +458,8 @@ def prepare_rt_tree(
         tree, meta = cached
         # Offline: reuse what auto chose before; the patch is known by its cached id only.
         patch = RtPatch(meta["rt_patch_id"].split(" sha256:")[0], meta["origin"], meta["rt_patch_id"], (), (), False)
-        return RtTree(
-            tree,
-            source,
-            detect_rt(tree, arch),
-            patch,
-            notes=(f"kernel.org unreachable: reusing the earlier choice {patch.name}",),
-        )
+        return RtTree(tree, source, detect_rt(tree, arch), patch,
+                      notes=(f"kernel.org unreachable: reusing the earlier choice {patch.name}",))
     attempts: list[Attempt] = []
     for c in candidates:
         report(progress, f"trying {c.name}")
@@ -500,15 +469,9 @@ def prepare_rt_tree(
         except (_Failed, UserError) as e:
             attempts.append(Attempt(c.name, False, str(e)))
             continue
-        attempts.append(
-            Attempt(
-                c.name,
-                True,
-                "applies"
-                if c.sublevel == source.version.sublevel
-                else f"applies (made for {source.version.series}.{c.sublevel})",
-            )
-        )
+        made_for = f"{source.version.series}.{c.sublevel}"
+        attempts.append(Attempt(c.name, True, "applies" if c.sublevel == source.version.sublevel
+                                else f"applies (made for {made_for})"))
         return RtTree(path, source, detect_rt(path, arch), patch, tuple(attempts))
     tried = "; ".join(f"{a.name}: {a.why}" for a in attempts) or "none found"
     raise UserError(
