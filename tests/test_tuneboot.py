@@ -20,6 +20,7 @@ from rtforge.device.tunestate import STATE_PATH
 from rtforge.errors import UserError
 
 from .support.simboard import copy_tree, remove_tree, tree_digest
+from .support.simgrub import SimulatedGrubBoard
 from .support.simpi import CMDLINE, OLD, SimKernel, SimulatedPi, make_pi4_tree
 
 # an isolcpus= of its own in the middle: a revert must put back this exact text, word order included
@@ -163,3 +164,39 @@ def test_a_pi_without_tryboot_is_refused_and_keeps_no_record(sshd, pi_root):
     result = tuning.apply(board, tuning.plan(board, isolate="3"))
     assert not result.boot.ok and "has no tryboot" in result.boot.message and not result.boot.rebooted
     assert board.boot_state == boot_before and cmdline_now(pi_root) == BEFORE and state(pi_root) is None
+
+
+# -- GRUB: the drop-in and update-grub on a simulated GRUB board (tests/support/simgrub.py) ------------------
+@pytest.fixture
+def grub(tmp_path):
+    return SimulatedGrubBoard(LocalTransport(), tmp_path / "pc")
+
+
+def test_grub_words_go_into_the_dropin_for_the_next_boot_and_revert_removes_it(grub):
+    tree = grub.tree
+    cfg_before, cmdline_before = grub.grub_linux_line(), cmdline_now(tree)
+    result = tuning.apply(grub, tuning.plan(grub, isolate="3"))
+    assert result.boot.ok and result.boot.reboot_needed and not result.boot.rebooted, result.boot.message
+    assert "not tried once" in result.boot.message
+    assert (tree / DROPIN.lstrip("/")).read_text() == dropin_text(WORDS)
+    assert grub.grub_linux_line() == cfg_before + " " + " ".join(WORDS)
+    assert state(tree)["boot_before"] == {"how": "grub", "dropin": None}
+    assert [running for _, running in tuning.show(grub).boot_rows] == [False] * 4    # not booted yet
+    grub.reboot(tryboot=False)
+    assert [running for _, running in tuning.show(grub).boot_rows] == [True] * 4
+
+    reverted = tuning.revert(grub)
+    assert reverted.boot.ok and reverted.boot.reboot_needed and "reboot" in reverted.boot.message
+    assert not (tree / DROPIN.lstrip("/")).exists() and grub.grub_linux_line() == cfg_before
+    assert state(tree) is None
+    grub.reboot(tryboot=False)
+    assert cmdline_now(tree) == cmdline_before
+
+
+def test_a_failing_update_grub_puts_the_dropin_back(grub):
+    tree = grub.tree
+    with open(tree / "etc/default/grub", "a") as f:
+        f.write('GRUB_CMDLINE_LINUX="unterminated\n')          # a typo update-grub fails on
+    result = tuning.apply(grub, tuning.plan(grub, isolate="3"))
+    assert not result.boot.ok and "update-grub failed" in result.boot.message
+    assert not (tree / DROPIN.lstrip("/")).exists() and state(tree) is None

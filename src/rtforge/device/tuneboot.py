@@ -59,7 +59,7 @@ def _how(board: Target) -> str:
     f = board.facts()
     if f.boot_dir is not None:
         return "pi"
-    if f.grub and not board.root:
+    if f.grub and board.runs_grub():
         return "grub"
     if f.grub:
         raise UserError(f"{board.name} is a tree under {board.root}: rtforge does not run its update-grub; "
@@ -95,10 +95,10 @@ def _put_dropin(board: Target, text: str | None) -> None:
             t.run(["mkdir", "-p", "--", path.rsplit("/", 1)[0]], sudo=True, check=True, step="creating grub.d")
             t.write_bytes(path, value.encode(), sudo=True, step=f"writing {DROPIN}")
     put(text)
-    r = t.run(["update-grub"], sudo=True, timeout=300)
+    r = board.update_grub()
     if r.returncode:
         put(old)
-        t.run(["update-grub"], sudo=True, timeout=300)
+        board.update_grub()
         why = (r.stderr.strip().splitlines() or [f"exit status {r.returncode}"])[-1]
         raise UserError(f"update-grub failed on {board.name} ({why}), so {DROPIN} was put back as it was: "
                         "fix /etc/default/grub and try again")
