@@ -81,6 +81,23 @@ def test_isolate_words_are_tried_committed_shown_and_reverted_exactly(sshd, pi_r
 
 
 @pytest.mark.root
+def test_runtime_settings_are_planned_again_after_the_try_and_both_are_reverted(sshd, pi_root):
+    board = make_pi(sshd, pi_root)
+    runtime = pi_root / "proc/sys/kernel/sched_rt_runtime_us"
+    runtime.parent.mkdir(parents=True, exist_ok=True)
+    runtime.write_text("950000\n")
+    result = tuning.apply(board, tuning.plan(board, isolate="3"))
+    assert result.boot.ok and result.replanned is not None, result.boot.message
+    assert [c.target for c in result.replanned.changes] == ["/proc/sys/kernel/sched_rt_runtime_us"]
+    assert runtime.read_text() == "-1\n" and len(result.applied) == len(WORDS) + 1
+    saved = state(pi_root)
+    assert [s["target"] for s in saved["settings"]] == ["/proc/sys/kernel/sched_rt_runtime_us"] and saved["boot"]
+    reverted = tuning.revert(board)
+    assert [s.target for s in reverted.restored] == ["/proc/sys/kernel/sched_rt_runtime_us"] and reverted.boot.ok
+    assert runtime.read_text() == "950000\n" and cmdline_now(pi_root) == BEFORE and state(pi_root) is None
+
+
+@pytest.mark.root
 def test_words_the_kernel_panics_with_fall_back_and_leave_no_record(sshd, pi_root):
     board = make_pi(sshd, pi_root, panics_with=("nohz_full=3",))
     config = (pi_root / "boot/firmware/config.txt").read_bytes()

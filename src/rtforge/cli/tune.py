@@ -33,7 +33,9 @@ def tune(
     only: Optional[str] = typer.Option(None, "--only", metavar="OPS", help=OPS_HELP),
     dry_run: bool = typer.Option(False, "--dry-run", help="print the plan, change nothing"),
     show: bool = typer.Option(False, "--show", help="what rtforge tune has applied, and whether it still is"),
-    revert: bool = typer.Option(False, "--revert", help="restore exactly the values from before the first tune"),
+    revert: bool = typer.Option(False, "--revert",
+                                help="restore exactly the values from before the first tune (the kernel command "
+                                     "line: tried once on a Pi, at the next reboot on GRUB)"),
     sysroot: Optional[Path] = SYSROOT,
     ssh_config: Optional[Path] = SSH_CONFIG,
 ) -> int:
