@@ -25,7 +25,7 @@ from .support.simpi import CMDLINE, OLD, SimKernel, SimulatedPi, make_pi4_tree
 
 # an isolcpus= of its own in the middle: a revert must put back this exact text, word order included
 BEFORE = CMDLINE.replace("rootfstype=ext4", "isolcpus=1 rootfstype=ext4")
-WORDS = ["isolcpus=3", "nohz_full=3", "rcu_nocbs=3", "irqaffinity=0-2"]
+WORDS = ["isolcpus=managed_irq,domain,3", "nohz_full=3", "rcu_nocbs=3", "irqaffinity=0-2"]
 
 
 def make_pi(sshd, pi_root, panics_with=()):
@@ -69,7 +69,8 @@ def test_isolate_words_are_tried_committed_shown_and_reverted_exactly(sshd, pi_r
 
     # a second tune with other CPUs: the first before-text still wins
     assert tuning.apply(board, tuning.plan(board, isolate="2-3", only=["boot-cmdline"])).boot.ok
-    assert "isolcpus=2-3" in cmdline_now(pi_root).split() and state(pi_root)["boot_before"]["cmdline"] == BEFORE
+    assert "isolcpus=managed_irq,domain,2-3" in cmdline_now(pi_root).split()
+    assert state(pi_root)["boot_before"]["cmdline"] == BEFORE
 
     reverted = tuning.revert(board)
     assert reverted.boot.ok and reverted.boot.rebooted
@@ -118,18 +119,18 @@ def pi3():
 
 
 def test_fiq_words_follow_doctors_finding(pi3):
-    """The pi3 tree runs an RT kernel (isolcpus=3 already) with the FIQ off: nothing to add for the FIQ until
-    its module says it is on."""
+    """The pi3 tree runs an RT kernel (isolcpus=3 already, without managed_irq) with the FIQ off: nothing to
+    add for the FIQ until its module says it is on."""
     board = Target(LocalTransport(), root=str(pi3))
     fiq = ["dwc_otg.fiq_enable=0", "dwc_otg.fiq_fsm_enable=0"]
     cmdline = pi3 / "proc/cmdline"
     cmdline.write_text(" ".join(w for w in cmdline.read_text().split() if w not in fiq) + "\n")
     assert [c.wanted for c in tuning.plan(board, isolate="3").changes if c.kind == "cmdline"] == \
-        ["nohz_full=3", "rcu_nocbs=3", "irqaffinity=0-2"]
+        WORDS
     for name in ("fiq_enable", "fiq_fsm_enable"):
         (pi3 / "sys/module/dwc_otg/parameters" / name).write_text("Y\n")
     assert [c.wanted for c in tuning.plan(board, isolate="3").changes if c.kind == "cmdline"] == \
-        ["nohz_full=3", "rcu_nocbs=3", "irqaffinity=0-2", *fiq]
+        [*WORDS, *fiq]
 
 
 def test_dry_run_prints_the_words_and_changes_nothing(pi3, capsys):
@@ -137,7 +138,7 @@ def test_dry_run_prints_the_words_and_changes_nothing(pi3, capsys):
     assert main(["tune", "--sysroot", str(pi3), "--isolate", "2-3", "--dry-run"]) == 0
     out = capsys.readouterr().out
     assert "boot-cmdline (isolation on the kernel command line (tried once at a reboot)): would change 4" in out
-    for line in ("isolcpus: isolcpus=3 -> isolcpus=2-3", "nohz_full: None -> nohz_full=2-3",
+    for line in ("isolcpus: isolcpus=3 -> isolcpus=managed_irq,domain,2-3", "nohz_full: None -> nohz_full=2-3",
                  "rcu_nocbs: None -> rcu_nocbs=2-3", "irqaffinity: None -> irqaffinity=0-1"):
         assert f"{line}   (kernel command line)" in out
     assert tree_digest(pi3) == before

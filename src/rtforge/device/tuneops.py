@@ -168,8 +168,10 @@ class BootCmdline(Operation):
                 online = set()
             cpus = format_cpulist(isolate)
             # isolcpus= alone still lets the tick and RCU callbacks run there;
-            # irqaffinity= is where interrupts go from boot on (before tune's runtime move)
-            words += [f"isolcpus={cpus}", f"nohz_full={cpus}", f"rcu_nocbs={cpus}"]
+            # managed_irq: interrupts the kernel manages (multi-queue devices) refuse a runtime move, so
+            # only boot can keep them off (doctor's irq-on-isolated fix says the same);
+            # irqaffinity= is where the other interrupts go from boot on (before tune's runtime move)
+            words += [f"isolcpus=managed_irq,domain,{cpus}", f"nohz_full={cpus}", f"rcu_nocbs={cpus}"]
             if online - isolate:
                 words.append(f"irqaffinity={format_cpulist(online - isolate)}")
         if dwc_otg_fiq(Context(snap)):       # doctor's finding: the FIQ is on under an RT kernel
