@@ -218,3 +218,19 @@ def test_a_failing_update_grub_puts_the_dropin_back(grub):
     result = tuning.apply(grub, tuning.plan(grub, isolate="3"))
     assert not result.boot.ok and "update-grub failed" in result.boot.message
     assert not (tree / DROPIN.lstrip("/")).exists() and state(tree) is None
+
+
+def test_show_and_revert_say_what_the_running_kernel_has_and_that_a_reboot_is_needed(grub, capsys):
+    from rtforge.cli.render import make_console
+    from rtforge.cli.tune import _revert, _show
+
+    tuning.apply(grub, tuning.plan(grub, isolate="3"))
+    _show(make_console(), tuning.show(grub), "pc")
+    out = capsys.readouterr().out
+    assert "not in the running kernel  kernel command line: nohz_full=3 (before: None)" in out
+    grub.reboot(tryboot=False)
+    _show(make_console(), tuning.show(grub), "pc")
+    assert capsys.readouterr().out.count("  in the running kernel  kernel command line:") == len(WORDS)
+    _revert(make_console(), tuning.revert(grub), "pc")
+    out = capsys.readouterr().out
+    assert f"kernel command line: {DROPIN} is removed and update-grub ran: reboot" in out
