@@ -1,4 +1,5 @@
-"""rtforge tune: apply doctor's runtime fixes reversibly; --show, --revert, --dry-run."""
+"""rtforge tune: apply doctor's fixes reversibly (runtime settings, and with --isolate the kernel command
+line, tried once at a reboot); --show, --revert, --dry-run."""
 
 from __future__ import annotations
 
@@ -25,17 +26,21 @@ OPS_HELP = "only these operations, comma-separated: " + ", ".join(operation_name
 def tune(
     host: Optional[str] = typer.Argument(None, help=HOST_HELP),
     isolate: Optional[str] = typer.Option(None, "--isolate", metavar="CPUS",
-                                          help="CPUs for RT work: interrupts are moved off them (default: the CPUs "
-                                               "isolated at boot)"),
+                                          help="CPUs for RT work: interrupts are moved off them, and isolcpus=, "
+                                               "nohz_full=, rcu_nocbs=, irqaffinity= go on the kernel command line "
+                                               "(tried once at a reboot; default: the CPUs isolated at boot, and no "
+                                               "command line change)"),
     only: Optional[str] = typer.Option(None, "--only", metavar="OPS", help=OPS_HELP),
     dry_run: bool = typer.Option(False, "--dry-run", help="print the plan, change nothing"),
     show: bool = typer.Option(False, "--show", help="what rtforge tune has applied, and whether it still is"),
-    revert: bool = typer.Option(False, "--revert", help="restore exactly the values from before the first tune"),
+    revert: bool = typer.Option(False, "--revert",
+                                help="restore exactly the values from before the first tune (the kernel command "
+                                     "line: tried once on a Pi, at the next reboot on GRUB)"),
     sysroot: Optional[Path] = SYSROOT,
     ssh_config: Optional[Path] = SSH_CONFIG,
 ) -> int:
-    """Apply doctor's runtime fixes (governor, IRQ affinity, RT throttling, Wi-Fi power save); the values before
-    are saved on the target, so --revert restores them exactly."""
+    """Apply doctor's fixes (governor, IRQ affinity, RT throttling, Wi-Fi power save; with --isolate also the kernel
+    command line); the values before are saved on the target, so --revert restores them exactly."""
     modes = [name for name, on in (("--show", show), ("--revert", revert), ("--dry-run", dry_run)) if on]
     if len(modes) > 1:
         raise UserError(f"{' and '.join(modes)} exclude each other: give one")
@@ -55,11 +60,18 @@ def tune(
             _print_plan(c, plan, dry_run)
             if dry_run or not plan.changes:
                 return 0
-            result = tuning.apply(board, plan)
+            result = tuning.apply(board, plan, on_step=lambda name: c.print(f"  {escape(name)}", highlight=False))
+            if result.boot:
+                color = "green" if result.boot.ok else "yellow"
+                c.print(f"[{color}]kernel command line:[/{color}] {escape(result.boot.message)}", highlight=False)
+            if result.replanned:
+                c.print(f"after the reboot, runtime settings planned again: {len(result.replanned.changes)} to change",
+                        highlight=False)
+            total = len(result.applied) + len(result.failed)
             for ch, why in result.failed:
                 c.print(f"[yellow]not changed:[/yellow] {escape(ch.label or ch.target)}: {escape(why)}",
                         highlight=False)
-            c.print(f"applied {len(result.applied)} of {len(plan.changes)}; the values before are saved in {where}: "
+            c.print(f"applied {len(result.applied)} of {total}; the values before are saved in {where}: "
                     f"undo with rtforge tune {host_arg(host)}--revert", highlight=False)
     finally:
         board.t.close()
@@ -76,8 +88,9 @@ def _print_plan(c, plan: tuning.Plan, dry_run: bool) -> None:
         c.print(f"[bold]{name}[/bold] ({titles[name]}): " + (f"{verb} {len(changes)}" if changes else
                                                               "nothing to do"), highlight=False)
         for ch in changes:
+            where = "kernel command line" if ch.kind == "cmdline" else ch.target
             c.print(f"    {escape(ch.label or ch.target)}: {escape(str(ch.before))} -> {escape(ch.wanted)}"
-                    f"   ({escape(ch.target)})", highlight=False)
+                    f"   ({escape(where)})", highlight=False)
         for n in notes:
             c.print(f"    [dim]{escape(n)}[/dim]", highlight=False)
 
@@ -86,10 +99,19 @@ def _show(c, r: tuning.ShowResult, host: str | None) -> None:
     if r.state is None:
         c.print("nothing applied by rtforge tune here", highlight=False)
         return
-    if r.rebooted:
-        c.print(f"rtforge tune applied {len(r.state.settings)} setting(s) at {r.state.updated}, but the target has "
-                f"rebooted since: they are gone; rtforge tune {host_arg(host)}--revert clears the record",
+    for s, running in r.boot_rows:
+        mark = "[green]in the running kernel[/green]" if running else "[yellow]not in the running kernel[/yellow]"
+        c.print(f"  {mark}  kernel command line: {escape(s.applied)} (before: {escape(str(s.before))})",
                 highlight=False)
+    if r.boot_rows and not all(running for _, running in r.boot_rows):
+        c.print("  [dim]a word not in the running kernel takes effect at the next boot (GRUB) or was changed "
+                "since[/dim]", highlight=False)
+    if r.rebooted:
+        c.print(f"rtforge tune applied {len(r.state.settings)} runtime setting(s) at {r.state.updated}, but the "
+                f"target has rebooted since: they are gone; rtforge tune {host_arg(host)}--revert clears the record",
+                highlight=False)
+        return
+    if not r.state.settings:
         return
     c.print(f"applied by rtforge tune at {r.state.updated} (RT CPUs: {format_cpulist(set(r.state.isolate)) or '-'}):",
             highlight=False)
@@ -109,7 +131,10 @@ def _revert(c, r: tuning.RevertResult, host: str | None) -> None:
     if r.rebooted:
         c.print("the target has rebooted since rtforge tune: its runtime settings are already gone; "
                 "cleared the record", highlight=False)
-        return
-    c.print(f"restored {len(r.restored)} setting(s) to their values from before {r.state.created}", highlight=False)
+    elif r.restored or r.gone:
+        c.print(f"restored {len(r.restored)} setting(s) to their values from before {r.state.created}",
+                highlight=False)
+    if r.boot:
+        c.print(f"kernel command line: {escape(r.boot.message)}", highlight=False)
     for s in r.gone:
         c.print(f"  [dim]{escape(s.label or s.target)}: no longer there, nothing to restore[/dim]", highlight=False)

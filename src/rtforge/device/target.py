@@ -4,8 +4,9 @@ reboot, wait.
 
 All paths on the target go through ``Target.path`` so that a target can live
 under a root directory (a test tree reached over a real sshd); on a real
-board the root is "/".  Reading the facts and rebooting are the only things
-a simulated board (tests) replaces -- files and packages always move for real.
+board the root is "/".  Reading the facts, rebooting and regenerating
+grub.cfg are the only things a simulated board (tests) replaces -- files and
+packages always move for real.
 
 (Three things were once all called `Board`: the kernel build profile is
 kernel/boards.py's Board, a target reached through a transport is `Target`
@@ -167,6 +168,18 @@ class Target:
 
     def boot_id(self) -> str:
         return self.t.run(["cat", self.path("/proc/sys/kernel/random/boot_id")]).stdout.strip()
+
+    # -- its boot loader ---------------------------------------------------------
+    def runs_grub(self) -> bool:
+        """Whether rtforge may run this target's update-grub: not for a tree under a
+        root directory, whose boot loader is not the one of the machine it lives on."""
+        return not self.root
+
+    def update_grub(self):
+        """Regenerate grub.cfg (Debian's update-grub); the transport's result."""
+        if not self.runs_grub():
+            raise UserError(f"{self.name} is a tree under {self.root}: rtforge does not run update-grub for it")
+        return self.t.run(["update-grub"], sudo=True, timeout=300)
 
     # -- reboot and come back -------------------------------------------------
     reboot_tools: tuple[str, ...] = ("reboot",)  # what reboot() runs there (tools.toml names the package)

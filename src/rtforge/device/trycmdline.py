@@ -48,8 +48,11 @@ class CmdlineChange(PiPayload):
     kind = "the new kernel command line"
     block_tag = "cmdline"
 
-    def __init__(self, add: list[str], remove: list[str] = ()):
+    def __init__(self, add: list[str], remove: list[str] = (), *, replace: bool = False):
         super().__init__()
+        # replace: `add` is the whole new command line (rtforge tune --revert
+        # restores the exact text from before, word order included)
+        self.replace = replace
         bad = [w for w in (*add, *remove) if not _WORD_RE.match(w)]
         if bad or not (add or remove):
             raise UserError(f"{bad[0]!r} is not one kernel parameter: give words like isolcpus=2,3 "
@@ -74,7 +77,7 @@ class CmdlineChange(PiPayload):
         if before.cmdline is None:
             raise UserError(f"{self.mech.name} has no command line file that the firmware reads: "
                             "run `rtforge bootcheck` on its boot partition")
-        self.text = edit_cmdline(before.cmdline, self.add, self.remove)
+        self.text = " ".join(self.add) if self.replace else edit_cmdline(before.cmdline, self.add, self.remove)
         path, t = self.mech.boot(self.path()), self.mech.target.t
         steps.run("install the command line", lambda: t.write_bytes(path, (self.text + "\n").encode(), sudo=True,
                                                                      step="install the command line"),
@@ -85,6 +88,8 @@ class CmdlineChange(PiPayload):
         return [f"cmdline={self.path()[len(self.mech.before.os_prefix):]}"]
 
     def block_label(self) -> str:
+        if self.replace:
+            return "restored"
         return " ".join(self.add) or "removed " + " ".join(self.remove)
 
     def wrong_choice(self, choice: BootChoice) -> str | None:
@@ -101,9 +106,11 @@ class CmdlineChange(PiPayload):
             self.mech.sh('rm -f "$1"', self.mech.boot(old), step="tidy up")
 
 
-def tune_cmdline(target: Target, add: list[str], remove: list[str] = (), *, timeout_s: float = 300,
+def tune_cmdline(target: Target, add: list[str], remove: list[str] = (), *, replace: bool = False,
+                 timeout_s: float = 300,
                  on_step: Callable[[str], None] | None = None,
                  on_wait: Callable[[float], None] | None = None) -> DeployResult:
-    """Try a changed kernel command line once on a Raspberry Pi; keep it when it verifies."""
-    return try_once(PiTryboot(target, CmdlineChange(add, remove), timeout_s=timeout_s, on_step=on_step,
+    """Try a changed kernel command line once on a Raspberry Pi; keep it when it verifies.
+    replace=True: `add` is the whole command line to try (remove is ignored)."""
+    return try_once(PiTryboot(target, CmdlineChange(add, remove, replace=replace), timeout_s=timeout_s, on_step=on_step,
                               on_wait=on_wait))

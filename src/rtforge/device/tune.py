@@ -12,8 +12,11 @@ earlier boot is only reported, never written back (IRQ numbers may mean
 other devices now).
 
 Writers: one per kind of setting, each batching its reads and writes into
-one round trip.  A boot-time writer (kind "cmdline") will join WRITERS; it
-writes no file in place but a command line to try once (see tuneops.py).
+one round trip.  Boot-time settings (kind "cmdline") are not in WRITERS:
+they are a command line tried once at a reboot (device/tuneboot.py), so they
+go first, and the runtime settings are planned again on the boot that
+follows (the reboot undid them, and the IRQs may be numbered differently).
+They survive reboots, so the state keeps them apart from the runtime ones.
 """
 
 from __future__ import annotations
@@ -22,12 +25,16 @@ import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from typing import Callable
+
 from ..errors import UserError
+from . import tuneboot
 from .target import Target
-from .procparse import parse_cpulist, user_cpulist
+from .procparse import format_cpulist, parse_cpulist, user_cpulist
 from .snapshot import Snapshot, parse_output, take_snapshot
+from .tuneboot import BootResult
 from .tuneops import OPERATIONS, Change, boot_isolated, operation_names
-from .tunestate import STATE_PATH, SavedSetting, TuneState, parse_state
+from .tunestate import STATE_PATH, SavedSetting, TuneState, load_state, parse_state, save_state
 
 # $1 root, then path value pairs.  tee (not the shell's printf) reports the
 # kernel's reason when a write is refused (dash only says "I/O error").
@@ -135,13 +142,7 @@ def _require_root(board: Target) -> None:
     board.t.run(["true"], sudo=True, check=True, step=f"getting root on {board.name} (sudo -n)")
 
 
-def _save(board: Target, state: TuneState | None) -> None:
-    path = board.path(STATE_PATH)
-    if state is None or not state.settings:
-        board.t.run(["rm", "-f", "--", path], sudo=True, check=True, step=f"removing {STATE_PATH}")
-        return
-    board.t.run(["mkdir", "-p", "--", path.rsplit("/", 1)[0]], sudo=True, check=True, step="creating /var/lib/rtforge")
-    board.t.write_bytes(path, state.to_json().encode(), sudo=True, step=f"saving {STATE_PATH}")
+_save = save_state
 
 
 def _boot_id(snap: Snapshot) -> str:
@@ -155,6 +156,11 @@ class Plan:
     notes: dict[str, list[str]]          # per operation: why it has nothing (more) to do
     isolate: set[int]
     snap: Snapshot
+    isolate_given: bool = False
+    only: list[str] | None = None
+
+
+BOOT_NOTE = "changes the kernel command line and reboots: only with --isolate CPUS (or --only boot-cmdline)"
 
 
 def plan(board: Target, *, isolate: str | None = None, only: list[str] | None = None) -> Plan:
@@ -171,41 +177,76 @@ def plan(board: Target, *, isolate: str | None = None, only: list[str] | None = 
     for op in OPERATIONS:
         if only and op.name not in only:
             continue
+        if op.boot and isolate is None and not only:   # a plain `rtforge tune` never reboots the board
+            notes[op.name] = [BOOT_NOTE]
+            continue
         c, n = op.plan(snap, cpus)
         changes += c
         notes[op.name] = n if (c or n) else ["already as wanted"]
-    return Plan(changes, notes, cpus, snap)
+    return Plan(changes, notes, cpus, snap, isolate is not None, only)
 
 
 @dataclass
 class ApplyResult:
     applied: list[Change] = field(default_factory=list)
     failed: list[tuple[Change, str]] = field(default_factory=list)
+    boot: BootResult | None = None
+    replanned: Plan | None = None      # the runtime plan made again after the boot-time try's reboot
 
 
-def apply(board: Target, p: Plan) -> ApplyResult:
-    """Save the values before, write, read back, keep in the state what changed."""
+def apply(board: Target, p: Plan, *, on_step: Callable[[str], None] | None = None,
+          on_wait: Callable[[float], None] | None = None) -> ApplyResult:
+    """Boot-time words first (a try reboots), then the runtime settings."""
     result = ApplyResult()
     if not p.changes:
         return result
     _require_root(board)
-    boot_id = _boot_id(p.snap)
-    old = parse_state(p.snap.text(STATE_PATH))
-    state = old if old and old.boot_id == boot_id else TuneState(boot_id=boot_id, created=_now())
+    boot = [c for c in p.changes if c.kind == "cmdline"]
+    runtime = [c for c in p.changes if c.kind != "cmdline"]
+    snap = p.snap
+    if boot:
+        try:
+            result.boot = tuneboot.apply(board, boot, on_step=on_step, on_wait=on_wait)
+        except UserError as e:                   # refused before anything changed
+            result.boot = BootResult(False, str(e))
+        if result.boot.ok:
+            result.applied += boot
+        else:
+            result.failed += [(c, result.boot.message) for c in boot]
+        if result.boot.rebooted and runtime:
+            if not result.boot.ok:
+                result.failed += [(c, "not applied: the boot-time try failed") for c in runtime]
+                return result
+            ops = sorted({c.op for c in runtime})
+            result.replanned = plan(board, isolate=format_cpulist(p.isolate) if p.isolate_given else None, only=ops)
+            runtime, snap = result.replanned.changes, result.replanned.snap
+    if runtime:
+        _apply_runtime(board, runtime, snap, p.isolate, result)
+    return result
+
+
+def _apply_runtime(board: Target, changes: list[Change], snap: Snapshot, isolate: set[int],
+                   result: ApplyResult) -> None:
+    """Save the values before, write, read back, keep in the state what changed."""
+    boot_id = _boot_id(snap)
+    old = load_state(board)           # not the snapshot's: the boot-time part may have written it since
+    state = old if old and old.boot_id == boot_id else \
+        TuneState(boot_id=boot_id, created=_now(), boot=old.boot if old else [],
+                  boot_before=old.boot_before if old else None)
     known = state.by_key()
-    for c in p.changes:
+    for c in changes:
         if c.key in known:
             known[c.key].applied = c.wanted          # the first before-value stays
         else:
             state.settings.append(SavedSetting(c.op, c.kind, c.target, c.before, c.wanted, c.label))
-    if any(c.op == "irq-affinity" for c in p.changes):
-        state.isolate = sorted(set(state.isolate) | p.isolate)
+    if any(c.op == "irq-affinity" for c in changes):
+        state.isolate = sorted(set(state.isolate) | isolate)
     state.updated = _now()
     _save(board, state)                               # before anything changes
-    errors, _ = _write(board, p.changes, lambda c: c.wanted)
-    now = _read(board, p.changes)
+    errors, _ = _write(board, changes, lambda c: c.wanted)
+    now = _read(board, changes)
     dropped = set()
-    for c in p.changes:
+    for c in changes:
         if now.get(c.key) == c.wanted:
             result.applied.append(c)
             continue
@@ -215,7 +256,6 @@ def apply(board: Target, p: Plan) -> ApplyResult:
             dropped.add(c.key)                        # unchanged: nothing to revert
     state.settings = [s for s in state.settings if s.key not in dropped]
     _save(board, state)
-    return result
 
 
 # -- show and revert ---------------------------------------------------------------
@@ -229,8 +269,9 @@ class Status:
 @dataclass
 class ShowResult:
     state: TuneState | None
-    rebooted: bool = False
+    rebooted: bool = False          # the runtime settings were applied in an earlier boot: gone
     rows: list[Status] = field(default_factory=list)
+    boot_rows: list[tuple[SavedSetting, bool]] = field(default_factory=list)   # (word, in the running kernel)
 
 
 def show(board: Target) -> ShowResult:
@@ -238,14 +279,16 @@ def show(board: Target) -> ShowResult:
     st = parse_state(snap.text(STATE_PATH))
     if st is None:
         return ShowResult(None)
-    if st.boot_id != _boot_id(snap):
-        return ShowResult(st, rebooted=True)
+    has = tuneboot.running_has(board, st.boot) if st.boot else {}
+    result = ShowResult(st, boot_rows=[(s, has[s.key]) for s in st.boot])
+    if st.settings and st.boot_id != _boot_id(snap):
+        result.rebooted = True
+        return result
     now = _read(board, st.settings)
-    rows = []
     for s in st.settings:
         v = now.get(s.key)
-        rows.append(Status(s, v, "gone" if v is None else "applied" if v == s.applied else "changed-since"))
-    return ShowResult(st, rows=rows)
+        result.rows.append(Status(s, v, "gone" if v is None else "applied" if v == s.applied else "changed-since"))
+    return result
 
 
 @dataclass
@@ -254,21 +297,33 @@ class RevertResult:
     rebooted: bool = False
     restored: list[SavedSetting] = field(default_factory=list)
     gone: list[SavedSetting] = field(default_factory=list)
+    boot: BootResult | None = None          # the command line restored (a Pi: tried once; GRUB: at the next boot)
 
 
-def revert(board: Target) -> RevertResult:
+def revert(board: Target, *, on_step: Callable[[str], None] | None = None,
+           on_wait: Callable[[float], None] | None = None) -> RevertResult:
+    """Runtime settings first (they belong to this boot), then the command line."""
     snap = take_snapshot(board.t, board.root)
     st = parse_state(snap.text(STATE_PATH))
     if st is None:
         return RevertResult(None)
     _require_root(board)
-    if st.boot_id != _boot_id(snap):
-        _save(board, None)              # the reboot already undid every runtime setting
-        return RevertResult(st, rebooted=True)
+    result = RevertResult(st)
+    if st.settings and st.boot_id != _boot_id(snap):
+        result.rebooted = True          # the reboot already undid every runtime setting
+    elif st.settings:
+        _revert_runtime(board, st, result)
+    st.settings = []
+    _save(board, st)
+    if st.boot_before:
+        result.boot = tuneboot.revert(board, st, on_step=on_step, on_wait=on_wait)
+    return result
+
+
+def _revert_runtime(board: Target, st: TuneState, result: RevertResult) -> None:
     todo = [s for s in reversed(st.settings) if s.before is not None]
     _, gone = _write(board, todo, lambda s: s.before)
     now = _read(board, todo)
-    result = RevertResult(st)
     left = []
     for s in todo:
         if s.key in gone:
@@ -283,5 +338,3 @@ def revert(board: Target) -> RevertResult:
         shown = "; ".join(f"{s.label or s.target} is {now.get(s.key)!r}, was {s.before!r}" for s in left)
         raise UserError(f"could not restore {len(left)} setting(s) on {board.name}: {shown}; they stay in "
                         f"{STATE_PATH}: run rtforge tune --revert again, or set them by hand")
-    _save(board, None)
-    return result

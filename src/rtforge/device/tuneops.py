@@ -7,9 +7,10 @@ kind, reads them back, and reverts them from the saved state.
 
 Runtime operations write files in /proc and /sys (kind "file") or ask the
 Wi-Fi driver (kind "wifi"); they take effect at once and are gone after a
-reboot.  Boot-time operations (isolcpus, nohz_full, rcu_nocbs, irqaffinity,
-the dwc_otg FIQ) will plan changes of kind "cmdline" the same way; their
-writer goes through the deploy's try-once path (device/tune.py, WRITERS).
+reboot.  The boot-time operation (isolcpus, nohz_full, rcu_nocbs,
+irqaffinity, the dwc_otg FIQ) plans changes of kind "cmdline" the same way:
+one per parameter, the word wanted against the word in /proc/cmdline; they
+are written as a command line tried once (device/tuneboot.py).
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .checks_kernel import per_cpu_irq
+from .checks_kernel import dwc_otg_fiq, per_cpu_irq
+from .findings import Context
 from .procparse import (
     cmdline_value,
     format_cpulist,
@@ -152,7 +154,40 @@ class WifiPowerSave(Operation):
         return changes, notes
 
 
-OPERATIONS: list[Operation] = [Governor(), IrqAffinity(), RtThrottling(), WifiPowerSave()]
+class BootCmdline(Operation):
+    name = "boot-cmdline"
+    title = "isolation on the kernel command line (tried once at a reboot)"
+    boot = True
+
+    def plan(self, snap, isolate):
+        words = []
+        if isolate:
+            try:
+                online = parse_cpulist(snap.value("/sys/devices/system/cpu/online"))
+            except ValueError:
+                online = set()
+            cpus = format_cpulist(isolate)
+            # isolcpus= alone still lets the tick and RCU callbacks run there;
+            # managed_irq: interrupts the kernel manages (multi-queue devices) refuse a runtime move, so
+            # only boot can keep them off (doctor's irq-on-isolated fix says the same);
+            # irqaffinity= is where the other interrupts go from boot on (before tune's runtime move)
+            words += [f"isolcpus=managed_irq,domain,{cpus}", f"nohz_full={cpus}", f"rcu_nocbs={cpus}"]
+            if online - isolate:
+                words.append(f"irqaffinity={format_cpulist(online - isolate)}")
+        if dwc_otg_fiq(Context(snap)):       # doctor's finding: the FIQ is on under an RT kernel
+            words += ["dwc_otg.fiq_enable=0", "dwc_otg.fiq_fsm_enable=0"]
+        have = parse_cmdline(snap.value("/proc/cmdline") or "")
+        changes = []
+        for w in words:
+            key, value = w.split("=", 1)
+            now = cmdline_value(have, key)
+            if now != value:
+                changes.append(Change(self.name, "cmdline", key, None if now is None else f"{key}={now}", w, key))
+        notes = [] if isolate else ["no CPUs to isolate at boot: name them with --isolate CPUS"]
+        return changes, notes
+
+
+OPERATIONS: list[Operation] = [Governor(), IrqAffinity(), RtThrottling(), WifiPowerSave(), BootCmdline()]
 
 
 def operation_names() -> list[str]:
