@@ -38,6 +38,7 @@ from .probebuild import build_probe
 from .runner import Runner, busy_with, held_signals, runner_text
 from .spec import LatencySpec
 from .target import Contact, Target, check_tools, first_contact, make_target, target_loads, tools_for
+from . import trace as tracing
 
 START_TIMEOUT_S = 120.0
 BUSY_STATUS = 75
@@ -213,6 +214,9 @@ def start_run(spec: LatencySpec, store: Store, transport: Transport | None = Non
         check_privileges(target_loads(spec.loads, target), target.transport)
     contact = prepare(target, tools_for(spec.engine, spec.loads, target), install, step)
     spec.validate(set(contact.cpus), target.where, target.whose)
+    if spec.trace:
+        support = tracing.detect(target.transport, sudo=not target.local and not contact.is_root)
+        tracing.require(support, target.where, contact.is_root or not target.local)
     cpus = sorted(spec.cpus) if spec.cpus is not None else contact.cpus
     arch = machine or contact.machine
     step(f"building the probe for {arch}")
