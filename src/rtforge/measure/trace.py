@@ -23,7 +23,6 @@ import shlex
 from dataclasses import dataclass
 
 from ..errors import UserError
-from ..tools import package_of
 
 # Each analysis is a restart of rtla (a few hundred ms of tracer set-up, when
 # nothing is analysed): a system late all the time gets this many, not one a
@@ -98,10 +97,9 @@ def require(support: TraceSupport, where: str, is_root: bool) -> None:
     if "timerlat" not in support.tracers:
         shown = " ".join(support.tracers) or "none"
         raise UserError(f"--trace needs the timerlat tracer, which {kernel} lacks (its tracers: {shown}): {FIX}")
-    if not support.rtla:
-        raise UserError(f"--trace needs rtla, which is not installed {where}: install it with "
-                        f"`apt install {package_of('rtla')}`")
-    if not support.rtla_aa:
+    # rtla itself is a tool like the engines' (target.TRACE_TOOLS, checked
+    # after this); an rtla that is there must be one with auto-analysis.
+    if support.rtla and not support.rtla_aa:
         raise UserError(f"--trace needs rtla's auto-analysis (`rtla timerlat top --aa-only`), which the rtla {where} "
                         "lacks (Debian 12 ships rtla 6.1): install rtla from a newer Debian (trixie) or build the "
                         "kernel's tools/tracing/rtla")
@@ -124,5 +122,8 @@ def rtla_argv(spike_threshold_ns: int, cpus: str, priority: int) -> list[str]:
 
 
 def trace_cmd(argv: list[str]) -> str:
-    """trace.cmd for the runner: the limit of analyses, then rtla's command."""
+    """trace.cmd for the runner: the limit of analyses, then rtla's command
+    (on one line: the runner reads one)."""
+    if any("\n" in a for a in argv):
+        raise ValueError("a trace command cannot hold a newline")
     return f"{MAX_ANALYSES}\n{shlex.join(argv)}\n"
