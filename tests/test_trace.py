@@ -3,6 +3,7 @@ starts, on this machine for real (its kernel has no timerlat tracer)."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -222,3 +223,63 @@ def test_runner_stops_rtla_with_sigint_and_does_not_restart(tmp_path):
     assert (d / "raw" / "trace" / "1.out").read_text() == "stopped by INT\n"
     assert not (d / "raw" / "trace" / "2.out").exists()
     assert timerlat.read_run(d / "raw")["spikes"] == []
+
+
+# -- show and the report: one line per traced spike, with its culprit
+
+def _traced_run(tmp_path, capsys, irq: str = "mmc1") -> list[str]:
+    """An imported run (the cyclictest golden output) given the trace of a
+    run folder holding the fixtures' analyses, stored again."""
+    from rtforge.results.store import Store
+
+    golden = Path(__file__).parent / "golden" / "cyclictest" / "run.json"
+    rd = ["--results-dir", str(tmp_path / "results")]
+    assert main(["import", str(golden), *rd]) == 0
+    raw = tmp_path / "raw"
+    (raw / "trace").mkdir(parents=True)
+    text = _fixture("thread-irq-interference.txt").replace(" mmc1:38", f" {irq}:38")
+    (raw / "trace" / "1.out").write_text(text)
+    (raw / "trace" / "2.out").write_text(_fixture("irq-stop-two-cpus.txt"))
+    store = Store(tmp_path / "results")
+    r = store.load(store.resolve("last"))
+    r.trace = timerlat.read_run(raw)
+    store.save(r)
+    capsys.readouterr()
+    return rd
+
+
+def test_show_prints_one_line_per_spike_largest_first(tmp_path, capsys):
+    rd = _traced_run(tmp_path, capsys)
+    assert main(["show", "last", *rd]) == 0
+    out = capsys.readouterr().out
+    lines = [line.strip() for line in out.splitlines() if line.strip().startswith("CPU ") and "latency)" in line]
+    assert lines == [
+        "CPU 0: 122.3 µs (irq latency) — timer IRQ delayed 118.0 µs: IRQs off in kworker/0:1:4211 "
+        "in i915_gem_object_pin_pages",
+        "CPU 2: 87.4 µs (thread latency) — IRQ handlers took 61.9 µs (mmc1:38 58.4 µs, arch_timer:11 3.5 µs)",
+        "CPU 1: 44.9 µs (irq latency) — timer IRQ 41.8 µs late leaving idle in cpuidle_enter_state",
+    ]
+    assert "spikes traced by rtla timerlat: 3" in out
+    assert main(["show", "last", "--json", *rd]) == 0
+    assert json.loads(capsys.readouterr().out)["traced_spikes"] == [line for line in lines]
+
+
+@pytest.mark.parametrize("fmt", ["md", "html"])
+def test_report_lists_the_traced_spikes(tmp_path, capsys, fmt):
+    rd = _traced_run(tmp_path, capsys, irq="a|b<i>x</i>")
+    out = tmp_path / f"r.{fmt}"
+    assert main(["report", "last", "-o", str(out), *rd]) == 0
+    text = out.read_text()
+    assert "Traced spikes" in text
+    assert "IRQ handlers took 61.9 µs (a|b&lt;i&gt;x&lt;/i&gt;:38 58.4 µs, arch_timer:11 3.5 µs)" in text
+    assert "leaving idle in cpuidle_enter_state" in text
+    assert "<i>x</i>" not in text  # an IRQ's name is text, not markup
+
+
+def test_show_of_a_run_without_trace_says_nothing_of_it(tmp_path, capsys):
+    golden = Path(__file__).parent / "golden" / "cyclictest" / "run.json"
+    rd = ["--results-dir", str(tmp_path / "results")]
+    assert main(["import", str(golden), *rd]) == 0
+    capsys.readouterr()
+    assert main(["show", "last", *rd]) == 0
+    assert "rtla" not in capsys.readouterr().out

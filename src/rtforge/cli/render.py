@@ -18,6 +18,7 @@ from rich.text import Text
 from ..results.display import clean
 from ..results.model import RunResult
 from ..results.stats import percentile_text, summarize_all, summarize_cpu, telemetry_summary
+from ..results.timerlat import spike_lines
 
 
 def shown(value: object) -> str:
@@ -100,5 +101,11 @@ def print_result(r: RunResult, console: Console | None = None) -> None:
     console.print("latency in µs", style="dim")
     console.print(latency_table(r))
     console.print(shown(telemetry_line(r)), highlight=False)
+    if r.trace is not None:
+        lines = spike_lines(r.trace)
+        console.print(f"spikes traced by rtla timerlat: {len(r.trace.get('spikes') or [])}"
+                      if lines else "spikes traced by rtla timerlat: none over the threshold", highlight=False)
+        for line in lines:
+            console.print(f"  {shown(line)}", highlight=False)
     for w in r.warnings:
         console.print(f"[yellow]warning:[/yellow] {shown(w)}", highlight=False)

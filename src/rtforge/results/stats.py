@@ -7,6 +7,7 @@ from typing import Any
 
 from .hist import PERCENTILES, Histogram
 from .model import CpuResult, RunResult
+from .timerlat import spike_lines
 
 # vcgencmd get_throttled / the firmware's get_throttled: bit -> meaning.
 THROTTLE_BITS = {
@@ -156,6 +157,7 @@ def show_dict(result: RunResult) -> dict[str, Any]:
         "all": summarize_all(result).to_dict(),
         "cpus": cpus,
         "telemetry": telemetry_summary(result.telemetry),
+        "traced_spikes": spike_lines(result.trace, n=len((result.trace or {}).get("spikes") or [])),
         "warnings": result.warnings,
         "reproducer": result.reproducer,
     }
