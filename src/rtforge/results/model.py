@@ -17,8 +17,10 @@ removed or changes meaning; ``from_dict`` must keep reading every version):
               files read with None and are ordered by their start time.
   4  2026-11  `trace` (latency --trace): rtla timerlat's auto-analysis, one
               record per analysed spike with `culprit`, the line shown for
-              it (results/timerlat.py); None without --trace.  Older files
-              read with None.
+              it (results/timerlat.py); None without --trace.  `series`
+              gains per-CPU `irqs` and `irq_thread_pct`, `irq_thread_top`,
+              `irq_thread_top_pct` (probe_output.py).  Older files read
+              with None / without them.
 """
 
 from __future__ import annotations

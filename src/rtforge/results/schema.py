@@ -119,7 +119,9 @@ HIST = {
 SOURCE = {"file": opt(STR), "sha256": opt(STR), "format": opt(STR)}
 OWNER = {"pid": COUNT, "start_ticks": opt(INT)}
 SERIES = {"t_s": list_of(NUM), "cpus": list_of(INT), "count": list_of(list_of(opt(NUM))),
-          "max_ns": list_of(list_of(opt(NUM))), "overruns": list_of(list_of(opt(NUM)))}
+          "max_ns": list_of(list_of(opt(NUM))), "overruns": list_of(list_of(opt(NUM))),
+          "irqs": opt(list_of(list_of(opt(NUM)))), "irq_thread_pct": opt(list_of(opt(NUM))),
+          "irq_thread_top": opt(list_of(opt(STR))), "irq_thread_top_pct": opt(list_of(opt(NUM)))}
 TELEMETRY = {"t_s": list_of(NUM), "temp_mc": dict_of(list_of(opt(NUM))), "freq_khz": dict_of(list_of(opt(NUM))),
              "throttled": list_of(opt(COUNT)), "load1": list_of(opt(NUM))}
 TRACE = {"spikes": list_of(DICT), "rtla_runs": opt(COUNT), "limit_reached": opt(BOOL)}
@@ -181,7 +183,8 @@ def check_result(d: Any) -> None:
         s = d["series"]
         _fields("series", s, SERIES)
         t = s.get("t_s") or []
-        cols = [c for key in ("count", "max_ns", "overruns") for c in s.get(key) or []]
+        cols = [c for key in ("count", "max_ns", "overruns", "irqs") for c in s.get(key) or []]
+        cols += [s[key] for key in ("irq_thread_pct", "irq_thread_top", "irq_thread_top_pct") if s.get(key)]
         _same_length("series", t, cols)
         if len(s.get("max_ns") or []) != len(s.get("cpus") or []):
             raise Damaged("series: max_ns does not have one column per CPU")
