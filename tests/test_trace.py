@@ -283,3 +283,42 @@ def test_show_of_a_run_without_trace_says_nothing_of_it(tmp_path, capsys):
     capsys.readouterr()
     assert main(["show", "last", *rd]) == 0
     assert "rtla" not in capsys.readouterr().out
+
+
+def test_an_rtla_that_failed_is_reported(tmp_path):
+    """rtla's own error (here: timerlat_top.c's err_msg when enable_timerlat
+    fails) ends the loop; the result says so instead of showing no spikes."""
+    raw = tmp_path / "raw"
+    (raw / "trace").mkdir(parents=True)
+    (raw / "trace" / "1.out").write_text(_fixture("docs-top-example.txt"))
+    (raw / "trace" / "2.out").write_text("Failed to enable timerlat tracer\n")
+    (raw / "trace" / "index").write_text("1 10.0 20.0 0\n2 20.1 20.5 1\n")
+    t = timerlat.read_run(raw)
+    assert len(t["spikes"]) == 1
+    assert t["failed"] == ("rtla exited with status 1 (Failed to enable timerlat tracer): "
+                           "see raw/trace/2.out")
+
+
+def test_a_finished_run_collects_its_trace(tmp_path, capsys):
+    """A real probe run here, given the trace files a --trace run's runner
+    writes: finishing it stores the spikes, and an rtla failure as a warning."""
+    from rtforge.results import collect
+    from rtforge.results.store import Store
+
+    rd = ["--results-dir", str(tmp_path / "results")]
+    assert main(["latency", "--duration", "2s", "--cpus", "0", "--json", *rd]) == 0
+    capsys.readouterr()
+    store = Store(tmp_path / "results")
+    r = store.load(store.resolve("last"))
+    assert r.trace is None
+    run_dir = tmp_path / "results" / "runs" / r.run_id
+    raw = run_dir / "raw"
+    started = float((raw / "runner" / "started").read_text())
+    (raw / "trace").mkdir()
+    (raw / "trace" / "1.out").write_text(_fixture("irq-stop-two-cpus.txt"))
+    (raw / "trace" / "2.out").write_text("Failed to enable timerlat tracer\n")
+    (raw / "trace" / "index").write_text(f"1 {started} {started + 1.25} 0\n2 {started + 1.3} {started + 1.4} 1\n")
+    r.config["trace"] = True
+    collect.finish(r, run_dir)
+    assert [(s["cpu"], s["t_s"]) for s in r.trace["spikes"]] == [(0, 1.2), (1, 1.2)]
+    assert any(w.startswith("the trace is incomplete: rtla exited with status 1") for w in r.warnings)

@@ -159,6 +159,8 @@ def finalize(result: RunResult, run_dir: Path, state: str | None = None, end_rea
     engine_state, notes = _ENGINES[result.engine](result, run_dir / "raw")
     if result.config.get("trace"):
         result.trace = timerlat.read_run(run_dir / "raw")
+        if result.trace and result.trace["failed"]:
+            notes.append(f"the trace is incomplete: {result.trace['failed']}; spikes after it were not analysed")
         if result.trace and result.trace["limit_reached"]:
             notes.append(f"rtla analysed {result.trace['rtla_runs']} spikes, its limit: later spikes were "
                          "not traced; raise --spike-us so only the worst are analysed")

@@ -155,10 +155,12 @@ def read_run(raw: Path) -> dict[str, Any] | None:
     except (OSError, ValueError, IndexError):
         started = None
     index: dict[int, float] = {}
+    status: dict[int, str] = {}
     index_path = folder / "index"
     for line in index_path.read_text().splitlines() if index_path.exists() else []:
         f = line.split()
         if len(f) == 4 and f[0].isdigit():
+            status[int(f[0])] = f[3]
             try:
                 index[int(f[0])] = float(f[2])
             except ValueError:
@@ -166,8 +168,12 @@ def read_run(raw: Path) -> dict[str, Any] | None:
     runs = sorted(int(p.stem) for p in folder.glob("*.out") if p.stem.isdigit())
     spikes = []
     idle = None
+    failed = None
     for n in runs:
         text = (folder / f"{n}.out").read_text(errors="replace")
+        if status.get(n, "0") != "0" and "hit stop tracing" not in text:
+            first = next((line.strip() for line in text.splitlines() if line.strip()), "no output")
+            failed = f"rtla exited with status {status[n]} ({first[:200]}): see raw/trace/{n}.out"
         if m := _IDLE.search(text):
             v = float(m.group(1))
             if idle is None or v > idle["us"]:
@@ -178,7 +184,8 @@ def read_run(raw: Path) -> dict[str, Any] | None:
             s["culprit"] = culprit(s)
             spikes.append(s)
     limit = (raw / "trace.out").exists() and "limit" in (raw / "trace.out").read_text()
-    return {"rtla_runs": len(runs), "spikes": spikes, "max_idle_exit": idle, "limit_reached": limit}
+    return {"rtla_runs": len(runs), "spikes": spikes, "max_idle_exit": idle, "limit_reached": limit,
+            "failed": failed}
 
 
 SHOWN = 20  # spike lines shown by `show` and the report, largest first
