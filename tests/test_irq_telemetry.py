@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import threading
 from pathlib import Path
 
 from rtforge.cli import main
+from rtforge.results.stats import irq_summary
 
 from .conftest import run_probe
 
@@ -124,3 +126,23 @@ def test_a_stored_run_keeps_the_interrupt_series(tmp_path, capsys):
     assert len(s["irqs"]) == 1 and len(s["irqs"][0]) == len(s["t_s"])
     assert any(v for v in s["irqs"][0] if v)
     assert len(s["irq_thread_pct"]) == len(s["t_s"]) == len(s["irq_thread_top"])
+    assert main(["show", "last", *rd]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"interrupts: CPU 0 took [0-9,]+ in the second of its worst wake-up \([0-9]+ s; its median "
+                     r"second [0-9,]+\) · irq threads then [0-9.]+ % of a CPU", out), out
+    assert main(["show", "last", "--json", *rd]) == 0
+    summary = json.loads(capsys.readouterr().out)["interrupts"]
+    assert summary["cpu"] == 0 and summary["irqs"] > 0
+
+
+def test_irq_summary_points_at_the_worst_second():
+    series = {"t_s": [0, 1, 2, 3], "cpus": [2, 5],
+              "max_ns": [[10, 12, 11, 10], [9, 9, 95_000, None]],
+              "irqs": [[1000, 1001, 1002, 1000], [1000, 1004, 9000, None]],
+              "irq_thread_pct": [0.5, 0.0, 41.0, None], "irq_thread_top": [None, None, "irq/38-mmc1", None],
+              "irq_thread_top_pct": [0.5, 0.0, 40.0, None]}
+    s = irq_summary(series)
+    assert (s["cpu"], s["t_s"], s["irqs"], s["irqs_median"]) == (5, 2, 9000, 1004)
+    assert (s["irq_thread_pct"], s["irq_thread_top"], s["irq_thread_max_pct"]) == (41.0, "irq/38-mmc1", 41.0)
+    assert irq_summary({**series, "irqs": None}) is None  # a run from before the interrupt series
+    assert irq_summary(None) is None
