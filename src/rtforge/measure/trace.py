@@ -1,19 +1,20 @@
 """`rtforge latency --trace`: record why the worst wake-ups were late, with
 the kernel's timerlat tracer and rtla's auto-analysis beside the engine.
 
-rtla timerlat stops at the first wake-up over its threshold (`-a US`) and
-prints where that wake-up's time went: the IRQ handler's delay, the IRQ
+rtla timerlat stops at the first wake-up over its threshold (`--aa-only US`)
+and prints where that wake-up's time went: the IRQ handler's delay, the IRQ
 latency, the thread that was running and its stack, the IRQs, softirqs and
 threads that interfered.  One analysis per stop, so the runner starts rtla
 again after each (runner.sh `trace`) for as long as the engine measures,
-up to MAX_ANALYSES; the texts land in raw/trace.out and
+up to MAX_ANALYSES; the texts land in raw/trace/N.out and
 results/timerlat.py turns them into one line per spike.
 
 Before anything starts, the target is asked whether it can trace at all:
 tracefs mounted or mountable, `timerlat` among the kernel's tracers, and an
-rtla with auto-analysis (rtla 6.3 and later: Debian 12's rtla 6.1 has only
-the stop, not the analysis; rtforge uses --aa-only, which skips rtla's
-own statistics to keep its cost on the target low).
+rtla with auto-analysis (timerlat_aa.c came after Debian 12's rtla 6.1,
+which has only the stop, not the analysis; rtforge asks for --aa-only,
+which skips rtla's own statistics to keep its cost on the target low, so
+the check is for that option in rtla's help).
 """
 
 from __future__ import annotations
