@@ -38,7 +38,7 @@ def parse_poll(text: str | None) -> float | None:
 
 
 def parse_spec(*, duration, loops, interval_us, priority, policy, cpus, load, label, engine, spike_us, histogram_us,
-               phase, settle_s, local: bool) -> LatencySpec:
+               phase, settle_s, local: bool, trace: bool = False) -> LatencySpec:
     """Every option checked, against the bounds both engines accept, before
     anything connects, starts or is stored."""
     if duration is not None and loops is not None:
@@ -54,6 +54,7 @@ def parse_spec(*, duration, loops, interval_us, priority, policy, cpus, load, la
         histogram_us=parse_int("--histogram-us", histogram_us, "histogram_us") if histogram_us is not None else None,
         phase=phase.strip().lower(),
         settle_s=parse_number("--settle-s", settle_s, "settle_s") if settle_s is not None else None,
+        trace=trace,
     )
 
 
@@ -92,6 +93,8 @@ def latency(
                                                "1000000 (default: 10 intervals, at least 1000)"),
     settle_s: Optional[str] = typer.Option(None, "--settle-s", help="seconds the loads get to start before "
                                            "measuring (default 3 with loads)"),
+    trace: bool = typer.Option(False, "--trace", help="also record why spikes were late: rtla timerlat's "
+                               "auto-analysis at the spike threshold (needs CONFIG_TIMERLAT_TRACER and rtla)"),
     results_dir: Optional[Path] = RESULTS_DIR,
     as_json: bool = JSON,
     detach: bool = typer.Option(False, "--detach", help="start the run and return at once (prints its id)"),
@@ -118,7 +121,8 @@ def latency(
             return 0
         spec = parse_spec(duration=duration, loops=loops, interval_us=interval_us, priority=priority, policy=policy,
                           cpus=cpus, load=load, label=label, engine=engine, spike_us=spike_us,
-                          histogram_us=histogram_us, phase=phase, settle_s=settle_s, local=host is None)
+                          histogram_us=histogram_us, phase=phase, settle_s=settle_s, local=host is None,
+                          trace=trace)
         steps = _steps(as_json)
         if detach:
             started = start_run(spec, store, transport, install=install, detach=True, on_step=steps)

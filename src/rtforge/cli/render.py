@@ -17,7 +17,8 @@ from rich.text import Text
 
 from ..results.display import clean
 from ..results.model import RunResult
-from ..results.stats import percentile_text, summarize_all, summarize_cpu, telemetry_summary
+from ..results.stats import irq_summary, percentile_text, summarize_all, summarize_cpu, telemetry_summary
+from ..results.timerlat import spike_lines
 
 
 def shown(value: object) -> str:
@@ -88,6 +89,21 @@ def telemetry_line(r: RunResult) -> str:
     return f"{temp} · {thr}"
 
 
+def irq_line(r: RunResult) -> str | None:
+    s = irq_summary(r.series)
+    if s is None or s["irqs"] is None:
+        return None
+    line = (f"interrupts: CPU {s['cpu']} took {s['irqs']:,} in the second of its worst wake-up ({s['t_s']} s; "
+            f"its median second {s['irqs_median']:,})")
+    if s["irq_thread_pct"] is not None:
+        then = f" ({s['irq_thread_top']} {s['irq_thread_top_pct']:.1f} %)" if s["irq_thread_top"] else ""
+        line += f" · irq threads then {s['irq_thread_pct']:.1f} % of a CPU{then}"
+        if s["irq_thread_max_pct"] is not None:
+            most = f" ({s['irq_thread_max_top']})" if s["irq_thread_max_top"] else ""
+            line += f", at most {s['irq_thread_max_pct']:.1f} %{most}"
+    return line
+
+
 def make_console() -> Console:
     """Rich console; when stdout is a file or pipe, wide enough that tables
     are never cut (rich would assume 80 columns)."""
@@ -100,5 +116,13 @@ def print_result(r: RunResult, console: Console | None = None) -> None:
     console.print("latency in µs", style="dim")
     console.print(latency_table(r))
     console.print(shown(telemetry_line(r)), highlight=False)
+    if irqs := irq_line(r):
+        console.print(shown(irqs), highlight=False)
+    if r.trace is not None:
+        lines = spike_lines(r.trace)
+        console.print(f"spikes traced by rtla timerlat: {len(r.trace.get('spikes') or [])}"
+                      if lines else "spikes traced by rtla timerlat: none over the threshold", highlight=False)
+        for line in lines:
+            console.print(f"  {shown(line)}", highlight=False)
     for w in r.warnings:
         console.print(f"[yellow]warning:[/yellow] {shown(w)}", highlight=False)

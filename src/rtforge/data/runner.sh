@@ -15,6 +15,8 @@
 #                       line 2: its command line, quoted by the host (shlex)
 #   monitor.cmd         optional: a command run beside the engine (the probe
 #                       in --monitor mode records telemetry for cyclictest)
+#   trace.cmd           optional (--trace): line 1: how many analyses at most,
+#                       line 2: the rtla command (quoted), run by `trace`
 #   loads/NN-NAME       one file per load process: its quoted command line
 #   raw/runner/run.json the run as the host described it (label, spec, ...)
 # Written by the runner:
@@ -27,6 +29,10 @@
 #   raw/runner/runner.pid   "PID START_TICKS BOOT_ID" of the runner
 #   raw/runner/engine.pid   "PID START_TICKS" of the engine (a process group)
 #   raw/runner/monitor.pid  the same for the monitor
+#   raw/runner/trace.pid    the same for `trace` (rtla's loop); trace.stop
+#                       asks it to end
+#   raw/trace/N.out     rtla's output, one per analysis; raw/trace/index:
+#                       "N START_UPTIME END_UPTIME STATUS" per rtla run
 #   raw/runner/loads.pids   "PID START_TICKS NAME" per load (group leader);
 #                       loads.stopped once they are stopped
 #   raw/runner/started  /proc/uptime when the engine started (elapsed time)
@@ -224,8 +230,23 @@ on_signal() {
     return 0
 }
 
+# Ask rtla's loop to end (it sends rtla the SIGINT rtla cleans up on: a
+# killed rtla would leave the timerlat tracer running) and wait for it.
+end_trace() {
+    [ -s "$R/trace.pid" ] || return 0
+    : > "$R/trace.stop"
+    read -r _tp _tt < "$R/trace.pid"
+    _i=0
+    while [ "$_i" -lt "$ENGINE_STOP_TENTHS" ] && pid_is "$_tp" "$_tt"; do
+        sleep 0.1
+        _i=$((_i + 1))
+    done
+    end_group "$R/trace.pid" INT "$ENGINE_STOP_TENTHS"
+}
+
 finish() {
     trap '' INT TERM
+    end_trace
     end_group "$R/monitor.pid" INT "$ENGINE_STOP_TENTHS"
     stop_loads
     rm -rf "$D/tmp"
@@ -255,6 +276,9 @@ cmd_run() {
         if [ -f "$D/monitor.cmd" ]; then
             start_group "$R/monitor.pid" "$(cat "$D/monitor.cmd")" "$D/raw/monitor.out"
         fi
+        if [ -f "$D/trace.cmd" ]; then  # run from $D: its path needs no quoting
+            start_group "$R/trace.pid" "sh ./runner.sh trace ." "$D/raw/trace.out"
+        fi
         read -r _up _idle < /proc/uptime
         printf '%s\n' "$_up" > "$R/started"
         times > "$R/times"
@@ -271,6 +295,7 @@ cmd_run() {
         done
         times >> "$R/times"
     fi
+    end_trace
     end_group "$R/monitor.pid" INT "$ENGINE_STOP_TENTHS"
     stop_loads note
     if [ -n "$STOP" ]; then
@@ -283,6 +308,40 @@ cmd_run() {
         write_state failed "the $_name exited with status $RC"
     fi
     exit 0
+}
+
+# rtla timerlat stops at the first wake-up over its threshold and prints its
+# analysis: start it again after each, up to trace.cmd's limit, until
+# trace.stop appears.  rtla runs in the background so this loop sees the
+# stop while it runs (a background job starts with SIGINT ignored; rtla sets
+# its own handler).  An rtla that ended without an analysis (an error, or
+# stopped) is not started again.
+cmd_trace() {
+    cd "$D" || exit 1
+    { read -r _limit; read -r _cmd; } < trace.cmd
+    mkdir -p raw/trace
+    _n=0
+    while [ "$_n" -lt "$_limit" ] && [ ! -e "$R/trace.stop" ]; do
+        _n=$((_n + 1))
+        read -r _t0 _idle < /proc/uptime
+        sh -c "exec $_cmd" > "raw/trace/$_n.out" 2>&1 < /dev/null &
+        _rp=$!
+        _sent=
+        while [ -e "/proc/$_rp" ] && ! { proc_start "$_rp" && [ "$PSTATE" = Z ]; }; do
+            if [ -e "$R/trace.stop" ] && [ -z "$_sent" ]; then
+                kill -s INT "$_rp" 2>/dev/null
+                _sent=1
+            fi
+            sleep 0.2
+        done
+        wait "$_rp"
+        _rc=$?
+        read -r _t1 _idle < /proc/uptime
+        printf '%s %s %s %s\n' "$_n" "$_t0" "$_t1" "$_rc" >> raw/trace/index
+        grep -q 'hit stop tracing' "raw/trace/$_n.out" || break
+    done
+    [ "$_n" -ge "$_limit" ] && echo "limit $_limit"
+    return 0
 }
 
 # Take the target (or say who has it), launch the runner detached from this
@@ -370,6 +429,7 @@ cmd_reap() {
         return 0
     fi
     end_group "$R/engine.pid" TERM "$ENGINE_STOP_TENTHS"
+    end_trace
     end_group "$R/monitor.pid" TERM "$ENGINE_STOP_TENTHS"
     stop_loads
     rm -rf "$D/tmp"
@@ -420,11 +480,12 @@ esac
 case "$cmd" in
     start) cmd_start "$@" ;;
     run) cmd_run "$@" ;;
+    trace) cmd_trace ;;
     status) cmd_status "$@" ;;
     stop) cmd_stop "$@" ;;
     reap) cmd_reap ;;
     busy) cmd_busy ;;
     list) cmd_list ;;
     manifest) cmd_manifest ;;
-    *) echo "usage: sh runner.sh start|run|status|stop|reap|manifest DIR | busy|list BASE" >&2; exit 2 ;;
+    *) echo "usage: sh runner.sh start|run|trace|status|stop|reap|manifest DIR | busy|list BASE" >&2; exit 2 ;;
 esac

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from ..results.cyclictest import last_status
 from .spec import LatencySpec, format_cpu_list
+from .trace import rtla_argv
 
 PRIVILEGE_HINT = (
     "run as root, or give your user rtprio and memlock limits "
@@ -30,6 +31,7 @@ class EngineCommand:
     argv: list[str]
     progress_file: str            # under raw/: what a poll reads on from its offset
     monitor: list[str] | None = None   # run beside the engine (telemetry for cyclictest)
+    trace: list[str] | None = None     # --trace: rtla, restarted after each analysis (measure/trace.py)
 
 
 def probe_argv(spec: LatencySpec, probe: str, raw: str, cpus: list[int]) -> list[str]:
@@ -66,10 +68,11 @@ def engine_command(spec: LatencySpec, probe: str, raw: str, cpus: list[int],
                    prefix: tuple[str, ...] = ()) -> EngineCommand:
     """The engine's command for the runner.  prefix runs another
     architecture's probe through an interpreter (tests: qemu-aarch64-static)."""
+    trace = rtla_argv(spec.spike_threshold_ns, format_cpu_list(cpus), spec.priority) if spec.trace else None
     if spec.engine == "cyclictest":
         monitor = [*prefix, probe, "--monitor", "--out", f"{raw}/monitor", "--telemetry-s", "1"]
-        return EngineCommand("cyclictest", cyclictest_argv(spec, raw, cpus), "cyclictest.out", monitor)
-    return EngineCommand("probe", [*prefix, *probe_argv(spec, probe, raw, cpus)], "series.jsonl")
+        return EngineCommand("cyclictest", cyclictest_argv(spec, raw, cpus), "cyclictest.out", monitor, trace)
+    return EngineCommand("probe", [*prefix, *probe_argv(spec, probe, raw, cpus)], "series.jsonl", trace=trace)
 
 
 @dataclass

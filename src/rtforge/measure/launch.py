@@ -38,6 +38,7 @@ from .probebuild import build_probe
 from .runner import Runner, busy_with, held_signals, runner_text
 from .spec import LatencySpec
 from .target import Contact, Target, check_tools, first_contact, make_target, target_loads, tools_for
+from . import trace as tracing
 
 START_TIMEOUT_S = 120.0
 BUSY_STATUS = 75
@@ -94,6 +95,8 @@ def launch(target: Target, contact: Contact, store: Store, result: RunResult, en
             (stage / "engine.cmd").write_text(f"{engine.name}\n{shlex.join(engine.argv)}\n")
             if engine.monitor:
                 (stage / "monitor.cmd").write_text(shlex.join(engine.monitor) + "\n")
+            if engine.trace:
+                (stage / "trace.cmd").write_text(tracing.trace_cmd(engine.trace))
             for name, cmd in loads:
                 (stage / "loads" / name).write_text(cmd + "\n")
             (stage / "raw" / "runner" / "run.json").write_text(result.to_json())
@@ -175,17 +178,23 @@ def _config(spec: LatencySpec, target: Target, cpus: list[int], emulated: bool) 
     if not target.local:
         cfg["board"] = {"destination": target.transport.name, "dir": f"{target.base}/runs",
                         "net_from_host": "net" in spec.loads}
+    if spec.trace:
+        cfg["trace"] = True
     if emulated:
         cfg["emulated"] = True
     return cfg
 
 
 def prepare(target: Target, tools: dict, install: bool, on_step: Callable[[str], None],
-            optional: tuple[str, ...] = ()) -> Contact:
-    """First contact, tools (and whether the optional ones are there) and
-    the one-run-per-target rule."""
+            optional: tuple[str, ...] = (), trace: bool = False) -> Contact:
+    """First contact, the kernel's tracer (--trace: before the tools, as
+    a missing tracer needs another kernel, not a package), tools (and
+    whether the optional ones are there) and the one-run-per-target rule."""
     on_step(f"connecting to {target.transport.name}" if not target.local else "checking this machine")
     contact = first_contact(target, [*tools, *optional])
+    if trace:
+        support = tracing.detect(target.transport, sudo=not target.local and not contact.is_root)
+        tracing.require(support, target.where, contact.is_root or not target.local)
     check_tools(tools, target, contact, install, on_step)
     owner = busy_with(target.transport, target.base)
     if owner:
@@ -211,7 +220,8 @@ def start_run(spec: LatencySpec, store: Store, transport: Transport | None = Non
         flood.check()
     if target.local:
         check_privileges(target_loads(spec.loads, target), target.transport)
-    contact = prepare(target, tools_for(spec.engine, spec.loads, target), install, step)
+    contact = prepare(target, tools_for(spec.engine, spec.loads, target, spec.trace), install, step,
+                      trace=spec.trace)
     spec.validate(set(contact.cpus), target.where, target.whose)
     cpus = sorted(spec.cpus) if spec.cpus is not None else contact.cpus
     arch = machine or contact.machine

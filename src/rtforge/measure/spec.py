@@ -186,6 +186,7 @@ class LatencySpec:
     phase: str = "together"              # the probe's --phase
     settle_s: float | None = None        # None: DEFAULT_SETTLE_S with loads, 0 without
     checkpoint_s: int = 10
+    trace: bool = False                  # rtla timerlat's auto-analysis beside the engine (measure/trace.py)
 
     def validate(self, available_cpus: set[int] | None = None, where: str = "here",
                  whose: str = "this machine's") -> None:
@@ -260,6 +261,8 @@ class LatencySpec:
             argv += ["--histogram-us", str(self.histogram_us)]
         if self.settle_s is not None:
             argv += ["--settle-s", f"{self.settle_s:g}"]
+        if self.trace:
+            argv.append("--trace")
         if self.label:
             argv += ["--label", self.label]
         return shlex.join(argv)

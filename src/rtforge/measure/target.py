@@ -29,6 +29,8 @@ RUNNER_TOOLS = {"sh": "dash", "setsid": "util-linux", "tar": "tar", "sha256sum":
                 "timeout": "coreutils", "find": "findutils"}
 # Engines other than the probe (which rtforge builds and brings along).
 ENGINE_TOOLS = {"cyclictest": "rt-tests"}
+# What --trace runs beside the engine (measure/trace.py).
+TRACE_TOOLS = {"rtla": "rtla"}
 
 # One round trip: what the host must know about a board before it starts.
 # "$3" of SSH_CONNECTION is the board's own address of this connection: the
@@ -119,11 +121,14 @@ def target_loads(loads: list[str], target: Target) -> list[str]:
     return loads if target.local else [n for n in loads if n not in HOST_LOADS]
 
 
-def tools_for(engine: str, loads: list[str], target: Target) -> dict[str, tuple[str, str | None]]:
+def tools_for(engine: str, loads: list[str], target: Target,
+              trace: bool = False) -> dict[str, tuple[str, str | None]]:
     """tool -> (Debian package, the load that needs it, if one does), in the order they are named."""
     needed: dict[str, tuple[str, str | None]] = {}
     if engine in ENGINE_TOOLS:
         needed[engine] = (ENGINE_TOOLS[engine], None)
+    if trace:
+        needed.update({t: (pkg, None) for t, pkg in TRACE_TOOLS.items()})
     needed.update(tools_needed(target_loads(loads, target)))
     needed.update({t: (pkg, None) for t, pkg in RUNNER_TOOLS.items() if t not in needed})
     return needed
@@ -138,7 +143,8 @@ def check_tools(needed: dict[str, tuple[str, str | None]], target: Target, conta
         return
     t = target.transport
     tool, (package, load) = next(iter(missing.items()))
-    what = f"the '{load}' load needs {tool}" if load else f"rtforge needs {tool}"
+    what = (f"the '{load}' load needs {tool}" if load else f"--trace needs {tool}" if tool in TRACE_TOOLS
+            else f"rtforge needs {tool}")
     if target.local:
         if tool in ENGINE_TOOLS:
             raise UserError(f"{tool} is not installed: apt install {package}")

@@ -142,6 +142,13 @@ void telemetry_sample(struct telemetry *t, FILE *f, double t_s);
 void telemetry_close(struct telemetry *t);
 int read_text(const char *path, char *buf, size_t size);
 
+/* irqstat.c: interrupts per CPU and irq/ threads' CPU use, per second */
+struct irqstat;
+struct irqstat *irqstat_open(const int *cpus, int ncpus);
+void irqstat_sample(struct irqstat *s, int64_t sec);
+void irqstat_write(const struct irqstat *s, FILE *f, int64_t sec);
+void irqstat_close(struct irqstat *s);
+
 /* jsonw.c */
 void json_str(FILE *f, const char *s);
 

@@ -1,7 +1,7 @@
 /* The non-RT writer: owns every file.  Every 100 ms it drains the spike
- * rings; once a second it emits the per-second series (two seconds behind
- * the samplers, so a slot is never read while it is written) and samples
- * telemetry; every checkpoint_s it flushes, fsyncs and atomically replaces
+ * rings; once a second it samples the interrupt counts (irqstat.c), emits
+ * the per-second series (two seconds behind the samplers, so a slot is
+ * never read while it is written) and samples telemetry; every checkpoint_s it flushes, fsyncs and atomically replaces
  * probe.json.  A SIGKILL therefore loses at most one checkpoint interval of
  * totals and about a second of series. */
 #include "rtprobe.h"
@@ -19,6 +19,8 @@ static struct {
     FILE *series, *spikes, *tel;
     int64_t emitted;        /* last second written to series.jsonl */
     int64_t next_tel, next_ckpt;
+    struct irqstat *irq;    /* NULL: its fields are null */
+    int64_t irq_sec;        /* the second of the run last sampled */
 } W;
 
 static struct totals snap; /* 30 KB: static, only one snapshot at a time */
@@ -71,6 +73,7 @@ static void emit_second(struct run *r, int64_t s)
         }
         fputc(']', W.series);
     }
+    irqstat_write(W.irq, W.series, s);
     fputs("}\n", W.series);
     fflush(W.series);
 }
@@ -157,6 +160,10 @@ static void *writer_main(void *arg)
         int64_t now = mono_ns();
         if (W.spikes)
             drain_spikes(r);
+        if (W.irq && now >= start && (now - start) / NSEC_PER_SEC > W.irq_sec) {
+            W.irq_sec = (now - start) / NSEC_PER_SEC;
+            irqstat_sample(W.irq, W.irq_sec);
+        }
         if (W.series && !stopping && now >= start)
             while (W.emitted + 1 <= (now - start) / NSEC_PER_SEC - 2)
                 emit_second(r, ++W.emitted);
@@ -196,6 +203,8 @@ int writer_start(struct run *r, pthread_t *t)
         W.spikes = open_out(r, "spikes.csv", "cpu,t_ns,lat_ns\n");
         if (!W.series || !W.spikes)
             return -1;
+        W.irq = irqstat_open(r->cfg.cpus, r->cfg.ncpus);
+        W.irq_sec = -1;
     }
     if (r->cfg.telemetry_s > 0 && !(W.tel = open_out(r, "telemetry.jsonl", NULL)))
         return -1;
@@ -210,4 +219,6 @@ void writer_finish(struct run *r, pthread_t t)
     for (int i = 0; i < 3; i++)
         if (fs[i])
             fclose(fs[i]);
+    irqstat_close(W.irq);
+    W.irq = NULL;
 }

@@ -21,6 +21,7 @@ from ..errors import UserError
 from ..results.model import RunResult
 from ..results.display import md_cell, md_code, md_text
 from ..results.stats import percentile_text, summarize_cpu, telemetry_summary
+from ..results.timerlat import spike_lines
 from . import plots
 from .compare import compare_runs
 from .verdict import format_ns, report_warnings, verdict
@@ -107,6 +108,7 @@ def context(runs: list[RunResult], cycle_ns: int | None) -> dict[str, Any]:
         "systems": [system_row(r) for r in runs],
         "comparison": compare_runs(runs) if len(runs) > 1 else [],
         "telemetry": [telemetry_row(r) for r in runs],
+        "traced": [(r.label or r.run_id, spike_lines(r.trace)) for r in runs if r.trace is not None],
         "runs": runs,
         "us": _us,
         "stats": summarize_cpu,

@@ -19,7 +19,7 @@ import subprocess
 from email.utils import parsedate_to_datetime
 from pathlib import Path
 
-from . import cyclictest, probe_output
+from . import cyclictest, probe_output, timerlat
 from .checks import run_warnings
 from .hist import Histogram
 from .model import RunResult
@@ -157,6 +157,13 @@ def early_worst(result: RunResult) -> str | None:
 def finalize(result: RunResult, run_dir: Path, state: str | None = None, end_reason: str | None = None) -> RunResult:
     """Fill result from run_dir/raw; state defaults to what the engine reported."""
     engine_state, notes = _ENGINES[result.engine](result, run_dir / "raw")
+    if result.config.get("trace"):
+        result.trace = timerlat.read_run(run_dir / "raw")
+        if result.trace and result.trace["failed"]:
+            notes.append(f"the trace is incomplete: {result.trace['failed']}; spikes after it were not analysed")
+        if result.trace and result.trace["limit_reached"]:
+            notes.append(f"rtla analysed {result.trace['rtla_runs']} spikes, its limit: later spikes were "
+                         "not traced; raise --spike-us so only the worst are analysed")
     result.state = state or engine_state
     result.end_reason = end_reason or result.end_reason
     result.owner = None
@@ -238,7 +245,8 @@ def salvage(result: RunResult, run_dir: Path) -> RunResult:
 
 
 # What a run folder holds only while its runner may need it.
-RUNNER_INPUTS = ("runner.sh", "rtprobe", "nqueens", "bench.sh", "engine.cmd", "monitor.cmd", "loads", "tmp")
+RUNNER_INPUTS = ("runner.sh", "rtprobe", "nqueens", "bench.sh", "engine.cmd", "monitor.cmd", "trace.cmd", "loads",
+                 "tmp")
 
 
 def remove_inputs(run_dir: Path) -> None:

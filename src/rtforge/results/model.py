@@ -15,6 +15,12 @@ removed or changes meaning; ``from_dict`` must keep reading every version):
   3  2026-11  `stored_at`: when the run entered the store (ISO 8601, UTC, µs),
               set by the store; `last` means the run stored last.  Older
               files read with None and are ordered by their start time.
+  4  2026-11  `trace` (latency --trace): rtla timerlat's auto-analysis, one
+              record per analysed spike with `culprit`, the line shown for
+              it (results/timerlat.py); None without --trace.  `series`
+              gains per-CPU `irqs` and `irq_thread_pct`, `irq_thread_top`,
+              `irq_thread_top_pct` (probe_output.py).  Older files read
+              with None / without them.
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ from ..errors import UserError
 from .hist import Histogram
 from .schema import Damaged, check_result
 
-FORMAT_VERSION = 3
+FORMAT_VERSION = 4
 
 
 @dataclass
@@ -84,6 +90,7 @@ class RunResult:
     owner: dict[str, Any] | None = None                      # while running: pid + start ticks
     bench: dict[str, Any] | None = None                      # kind "bench": raw benchmark results
     stored_at: str | None = None                             # set by the store when first saved
+    trace: dict[str, Any] | None = None                      # --trace: analysed spikes (results/timerlat.py)
     format_version: int = FORMAT_VERSION
 
     @property

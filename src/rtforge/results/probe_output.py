@@ -3,7 +3,11 @@
 Files (see rtforge/probe/writer.c):
 
 * ``probe.json``       atomically replaced checkpoint, then the final state
-* ``series.jsonl``     one line per second: per-CPU count, max_ns, overruns
+* ``series.jsonl``     one line per second: per-CPU count, max_ns, overruns,
+                       irqs (interrupts taken); irq_thread_pct (CPU use of
+                       the irq/ threads, % of one CPU) and the busiest one,
+                       irq_thread_top and irq_thread_top_pct (null: not
+                       sampled; absent: a probe from before them)
 * ``telemetry.jsonl``  one line per telemetry sample
 * ``spikes.csv``       cpu,t_ns,lat_ns for every wake-up above the threshold
 
@@ -81,11 +85,16 @@ def series_from_rows(rows: list[dict[str, Any]], cpus: list[int]) -> dict[str, A
     if not rows:
         return None
     n = len(cpus)
-    return {
+    series = {
         "t_s": [r["t"] for r in rows],
         "cpus": cpus,
         **{key: [[r[key][i] for r in rows] for i in range(n)] for key in ("count", "max_ns", "overruns")},
     }
+    if any("irqs" in r for r in rows):
+        series["irqs"] = [[(r.get("irqs") or [None] * n)[i] for r in rows] for i in range(n)]
+        for key in ("irq_thread_pct", "irq_thread_top", "irq_thread_top_pct"):
+            series[key] = [r.get(key) for r in rows]
+    return series
 
 
 def telemetry_from_rows(rows: list[dict[str, Any]], meta: dict[str, Any]) -> dict[str, Any] | None:

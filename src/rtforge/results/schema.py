@@ -96,6 +96,7 @@ TOP = {
     "engine_argv": list_of(STR), "warnings": list_of(STR),
     "cpus": LIST, "top_spikes": list_of(lambda s: isinstance(s, list) and len(s) == 3 and all(INT(x) for x in s)),
     "series": opt(DICT), "telemetry": opt(DICT), "source": opt(DICT), "owner": opt(DICT), "bench": opt(DICT),
+    "trace": opt(DICT),
 }
 REQUIRED = ("run_id", "engine", "state", "host", "start_time")
 # Only what rtforge reads as a given type (the index, joins, arithmetic); the
@@ -118,9 +119,13 @@ HIST = {
 SOURCE = {"file": opt(STR), "sha256": opt(STR), "format": opt(STR)}
 OWNER = {"pid": COUNT, "start_ticks": opt(INT)}
 SERIES = {"t_s": list_of(NUM), "cpus": list_of(INT), "count": list_of(list_of(opt(NUM))),
-          "max_ns": list_of(list_of(opt(NUM))), "overruns": list_of(list_of(opt(NUM)))}
+          "max_ns": list_of(list_of(opt(NUM))), "overruns": list_of(list_of(opt(NUM))),
+          "irqs": opt(list_of(list_of(opt(NUM)))), "irq_thread_pct": opt(list_of(opt(NUM))),
+          "irq_thread_top": opt(list_of(opt(STR))), "irq_thread_top_pct": opt(list_of(opt(NUM)))}
 TELEMETRY = {"t_s": list_of(NUM), "temp_mc": dict_of(list_of(opt(NUM))), "freq_khz": dict_of(list_of(opt(NUM))),
              "throttled": list_of(opt(COUNT)), "load1": list_of(opt(NUM))}
+TRACE = {"spikes": list_of(DICT), "rtla_runs": opt(COUNT), "limit_reached": opt(BOOL)}
+TRACE_SPIKE = {"cpu": INT, "t_s": opt(NUM), "total_us": opt(NUM), "kind": opt(STR), "culprit": opt(STR)}
 BENCH = {"n": opt(COUNT), "repeat": opt(COUNT), "nqueens": opt(list_of(DICT)), "stress_ng": opt(DICT)}
 NQUEENS = {"threads": COUNT, "solutions": COUNT, "elapsed_ns": opt(list_of(NUM)), "cpu_ns": opt(list_of(NUM))}
 STRESS = {"method": opt(STR), "version": opt(STR), "duration_s": opt(NUM),
@@ -168,11 +173,18 @@ def check_result(d: Any) -> None:
                 raise Damaged(f"bench.nqueens[{i}] lacks '{key}'")
     if bench.get("stress_ng") is not None:
         _fields("bench.stress_ng", bench["stress_ng"], STRESS)
+    if d.get("trace") is not None:
+        _fields("trace", d["trace"], TRACE)
+        for i, sp in enumerate(d["trace"].get("spikes") or []):
+            _fields(f"trace.spikes[{i}]", sp, TRACE_SPIKE)
+            if "cpu" not in sp:
+                raise Damaged(f"trace.spikes[{i}] lacks 'cpu'")
     if d.get("series") is not None:
         s = d["series"]
         _fields("series", s, SERIES)
         t = s.get("t_s") or []
-        cols = [c for key in ("count", "max_ns", "overruns") for c in s.get(key) or []]
+        cols = [c for key in ("count", "max_ns", "overruns", "irqs") for c in s.get(key) or []]
+        cols += [s[key] for key in ("irq_thread_pct", "irq_thread_top", "irq_thread_top_pct") if s.get(key)]
         _same_length("series", t, cols)
         if len(s.get("max_ns") or []) != len(s.get("cpus") or []):
             raise Damaged("series: max_ns does not have one column per CPU")

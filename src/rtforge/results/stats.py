@@ -7,6 +7,7 @@ from typing import Any
 
 from .hist import PERCENTILES, Histogram
 from .model import CpuResult, RunResult
+from .timerlat import spike_lines
 
 # vcgencmd get_throttled / the firmware's get_throttled: bit -> meaning.
 THROTTLE_BITS = {
@@ -129,6 +130,42 @@ def telemetry_summary(telemetry: dict[str, Any] | None) -> dict[str, Any]:
     return out
 
 
+def _num(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def irq_summary(series: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The interrupts in the second of the run's worst wake-up, next to that
+    CPU's usual second, and the irq/ threads' CPU use then and at most: a
+    worst case that came with an interrupt storm or a busy threaded handler
+    points at its driver.  None when the series has no interrupt columns."""
+    if not series or not series.get("irqs"):
+        return None
+    worst = None  # (max_ns, cpu index, second index)
+    for i, col in enumerate(series.get("max_ns") or []):
+        for k, m in enumerate(col):
+            if _num(m) and (worst is None or m > worst[0]):
+                worst = (m, i, k)
+    if worst is None:
+        return None
+    _, i, k = worst
+    irqs = series["irqs"][i] if i < len(series["irqs"]) else []
+    usual = sorted(v for v in irqs if _num(v))
+    pct, top, top_pct = (series.get(key) or [] for key in ("irq_thread_pct", "irq_thread_top", "irq_thread_top_pct"))
+    peak = max((j for j, v in enumerate(pct) if _num(v)), key=lambda j: pct[j], default=None)
+    return {
+        "cpu": (series.get("cpus") or [None] * (i + 1))[i], "t_s": series["t_s"][k],
+        "irqs": irqs[k] if k < len(irqs) and _num(irqs[k]) else None,
+        "irqs_median": usual[len(usual) // 2] if usual else None,
+        "irq_thread_pct": pct[k] if k < len(pct) and _num(pct[k]) else None,
+        "irq_thread_top": top[k] if k < len(top) and isinstance(top[k], str) else None,
+        "irq_thread_top_pct": top_pct[k] if k < len(top_pct) and _num(top_pct[k]) else None,
+        "irq_thread_max_pct": pct[peak] if peak is not None else None,
+        "irq_thread_max_top": top[peak] if peak is not None and peak < len(top) and isinstance(top[peak], str)
+        else None,
+    }
+
+
 def run_header(result: RunResult) -> dict[str, Any]:
     """The keys every `rtforge show --json` starts with, whatever the kind of run."""
     return {
@@ -156,6 +193,8 @@ def show_dict(result: RunResult) -> dict[str, Any]:
         "all": summarize_all(result).to_dict(),
         "cpus": cpus,
         "telemetry": telemetry_summary(result.telemetry),
+        "interrupts": irq_summary(result.series),
+        "traced_spikes": spike_lines(result.trace, n=len((result.trace or {}).get("spikes") or [])),
         "warnings": result.warnings,
         "reproducer": result.reproducer,
     }
