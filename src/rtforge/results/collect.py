@@ -107,6 +107,12 @@ def _from_cyclictest(result: RunResult, raw: Path) -> tuple[str, list[str]]:
         result.cpus = cyclictest.cpus_from_json(doc, result.config.get("histogram_us"))
         start, end = (parsedate_to_datetime(doc[k]) for k in ("start_time", "end_time"))
         result.duration_s = (end - start).total_seconds()
+        # Those times have whole seconds (an 8 s run shows as 7 to 9 s); the
+        # wake-ups it counted at its interval tell the time it measured.
+        interval_us = result.config.get("interval_us")
+        counts = [c.count for c in result.cpus if c.count]
+        if interval_us and counts:
+            result.duration_s = round(max(counts) * interval_us / 1e6, 3)
     except (OSError, ValueError, KeyError):
         # Killed before it could write JSON: its last status lines remain.
         out = raw / "cyclictest.out"
