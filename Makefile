@@ -13,7 +13,7 @@ STAMP  := $(VENV)/.rtforge-installed
 # src/rtforge/data/tools.toml names the package of every tool rtforge runs;
 # tests/test_tools.py checks that each of those is listed here.
 DEBS_BASE    := python3 python3-venv gcc make libc6-dev procps util-linux coreutils git ca-certificates
-DEBS_MEASURE := rt-tests stress-ng iputils-ping rtla
+DEBS_MEASURE := rt-tests stress-ng iputils-ping
 # armel (ARMv6: Pi 1, Zero) next to armhf (ARMv7) and arm64: one per Pi CPU
 DEBS_CROSS   := gcc-aarch64-linux-gnu libc6-dev-arm64-cross gcc-arm-linux-gnueabihf libc6-dev-armhf-cross \
                 gcc-arm-linux-gnueabi libc6-dev-armel-cross
@@ -26,8 +26,9 @@ DEBS_LINT    := shellcheck
 DEBS := $(DEBS_BASE) $(DEBS_MEASURE) $(DEBS_CROSS) $(DEBS_REPORT) $(DEBS_KERNEL) $(DEBS_TARGET) $(DEBS_LINT)
 # QEMU 9 or later emulates every Pi that QEMU has (raspi4b is new in 9.0);
 # Debian 12 ships 7.2, bookworm-backports 10.0.  qemu-user runs each Pi's CPU.
+# rtla: 6.1 in Debian 12 has no auto-analysis (--aa-only, which --trace uses), 6.12 in backports has.
 BACKPORTS      := bookworm-backports
-DEBS_BACKPORTS := qemu-system-arm>=1:9 qemu-system-x86>=1:9 qemu-utils>=1:9 qemu-user-static>=1:9
+DEBS_BACKPORTS := qemu-system-arm>=1:9 qemu-system-x86>=1:9 qemu-utils>=1:9 qemu-user-static>=1:9 rtla>=6.3
 
 # C programs that run on a board: built by rtforge, linted here
 C_PROGRAMS := probe nqueens bootinit

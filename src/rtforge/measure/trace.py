@@ -102,8 +102,8 @@ def require(support: TraceSupport, where: str, is_root: bool) -> None:
     # after this); an rtla that is there must be one with auto-analysis.
     if support.rtla and not support.rtla_aa:
         raise UserError(f"--trace needs rtla's auto-analysis (`rtla timerlat top --aa-only`), which the rtla {where} "
-                        "lacks (Debian 12 ships rtla 6.1): install rtla from a newer Debian (trixie) or build the "
-                        "kernel's tools/tracing/rtla")
+                        "lacks (Debian 12 ships rtla 6.1): install a newer one "
+                        "(on Debian 12: apt-get install -t bookworm-backports rtla, which is 6.12)")
 
 
 def threshold_us(spike_threshold_ns: int) -> int:
