@@ -327,7 +327,8 @@ def test_live_progress_on_a_terminal(tmp_path):
     """On a terminal: elapsed/total and the max so far per CPU, redrawn."""
     import pty
 
-    env = {**os.environ, "RTFORGE_RESULTS_DIR": str(tmp_path / "results"), "COLUMNS": "160"}
+    # a terminal that can redraw (CI's TERM=dumb would rightly get no live line)
+    env = {**os.environ, "RTFORGE_RESULTS_DIR": str(tmp_path / "results"), "COLUMNS": "160", "TERM": "xterm"}
     pid, fd = pty.fork()
     if pid == 0:
         os.execvpe(sys.executable, [sys.executable, "-m", "rtforge", "latency", "--duration", "4s"], env)

@@ -28,6 +28,7 @@ import hashlib
 import json
 import lzma
 import os
+import posixpath
 import re
 import stat
 import tarfile
@@ -135,13 +136,38 @@ class Bundle:
             self._tmp.cleanup()
 
 
+class _Unsafe(Exception):
+    pass
+
+
+def _check_members(tar: tarfile.TarFile) -> None:
+    """Refuse what could land outside the folder: absolute names, "..",
+    links leading out, devices and FIFOs.  Python's own "data" filter does
+    the same, but Debian 12's Python (3.11.2) predates it (3.11.4)."""
+    for m in tar.getmembers():
+        parts = PurePosixPath(m.name).parts
+        if m.name.startswith("/") or ".." in parts:
+            raise _Unsafe(f"{m.name!r} leads outside the bundle")
+        if m.isdev() or m.isfifo():
+            raise _Unsafe(f"{m.name!r} is a device or FIFO")
+        if m.issym() or m.islnk():
+            base = PurePosixPath(m.name).parent if m.issym() else PurePosixPath()
+            target = posixpath.normpath(str(base / m.linkname))
+            if m.linkname.startswith("/") or target == ".." or target.startswith("../"):
+                raise _Unsafe(f"{m.name!r} links to {m.linkname!r}, outside the bundle")
+
+
 def _extract(path: Path) -> tempfile.TemporaryDirectory:
     """A tarball unpacked into a temporary folder; UserError if it is damaged or unsafe."""
     tmp = tempfile.TemporaryDirectory(prefix="rtforge-bundle-")
     try:
         with tarfile.open(path) as tar:
-            tar.extractall(tmp.name, filter="data")  # no absolute paths, no escapes, no devices
-    except tarfile.FilterError as e:
+            _check_members(tar)
+            if hasattr(tarfile, "data_filter"):
+                tar.extractall(tmp.name, filter="data")  # and Python's own check, where it has one
+            else:
+                tar.extractall(tmp.name)
+    except (_Unsafe, getattr(tarfile, "FilterError", _Unsafe)) as e:
         tmp.cleanup()
         raise UserError(f"{path} holds an unsafe member ({e}); rtforge does not unpack it: "
                         "use a bundle made by `rtforge kernel build`") from None
