@@ -184,3 +184,42 @@ def test_detached_run_survives_a_cut_and_attach_follows_it_to_the_end(board, ssh
     capsys.readouterr()
     assert main(["fetch", "board", "--ssh-config", cfg, "--results-dir", rd]) == 0
     assert "no runs on board to fetch" in capsys.readouterr().out
+
+
+class _CutDuringStart:
+    """SIMULATION of a link that dies while `runner.sh start` waits for the
+    loads to settle: our ssh client for that one command is SIGKILLed (exit
+    -9, as a test's or an OOM kill does) once the board's run is settling.
+    Every command, that one included, really runs over the loopback sshd."""
+
+    def __init__(self, transport):
+        self.t, self.cut = transport, 0
+        real = transport._exec
+
+        def _exec(argv, *, input, timeout):
+            if argv[2:3] != ["start"]:
+                return real(argv, input=input, timeout=timeout)
+            import subprocess
+
+            p = subprocess.Popen(transport.command(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE)
+            state = Path(argv[3]) / "raw" / "runner" / "state"
+            wait_for(lambda: state.exists() and state.read_text().startswith("settling"), timeout=30)
+            p.kill()
+            out, err = p.communicate()
+            self.cut += p.returncode == -signal.SIGKILL
+            return subprocess.CompletedProcess(argv, p.returncode, out, err)
+
+        transport._exec = _exec
+
+
+def test_a_connection_lost_while_the_run_starts_is_asked_again(board, store):
+    """Seen in CI: `start` lost under a dropped link while the run began on
+    the board; rtforge said it could not start and left it measuring."""
+    from rtforge.measure.session import run_latency
+
+    link = _CutDuringStart(board)
+    result = run_latency(LatencySpec(duration_s=3, loads=["cpu"], settle_s=2), store, board, poll_s=0.3)
+    assert link.cut == 1, "the start command was not cut while the run settled: nothing was tested"
+    assert result.state == "complete" and result.duration_s == pytest.approx(3, abs=0.3)
+    assert not any(RUNS.iterdir()), "the run was left on the board"

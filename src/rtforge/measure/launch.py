@@ -20,7 +20,9 @@ import json
 import os
 import shlex
 import shutil
+import subprocess
 import tempfile
+import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -31,7 +33,7 @@ from ..errors import UserError
 from ..results.model import RunResult
 from ..results.store import Store
 from ..results.system import describe
-from ..device import Transport
+from ..device import ConnectionLost, Transport
 from .engines import PRIVILEGE_HINT, EngineCommand, engine_command
 from .loads import HOST_LOADS, HostFlood, check_privileges, deadline_for, load_commands
 from .probebuild import build_probe
@@ -122,8 +124,15 @@ def launch(target: Target, contact: Contact, store: Store, result: RunResult, en
             on_launch(run)
         launched = True  # from here on the runner may be going
         launcher = "auto" if (contact.is_root or run.sudo) else "setsid"  # systemd-run needs root
-        r = t.run(["sh", f"{d}/runner.sh", "start", d, launcher, str(round(settle_s * 10))], sudo=run.sudo,
-                  timeout=START_TIMEOUT_S + settle_s, step="starting the run")
+        start_argv = ["sh", f"{d}/runner.sh", "start", d, launcher, str(round(settle_s * 10))]
+        try:
+            r = t.run(start_argv, sudo=run.sudo, timeout=START_TIMEOUT_S + settle_s, step="starting the run")
+        except ConnectionLost:
+            r = None
+        if r is None or r.returncode < 0:
+            # The connection (or our ssh client) died under `start`, not the
+            # runner: the board alone knows whether the run began.
+            r = _ask_after_lost_start(run, r, START_TIMEOUT_S + settle_s)
         if r.returncode == BUSY_STATUS:  # another rtforge started one since we looked
             launched = False
             raise busy_error(target, r.stdout.split()[-1])
@@ -149,6 +158,25 @@ def launch(target: Target, contact: Contact, store: Store, result: RunResult, en
                     shutil.rmtree(p, ignore_errors=True)
         raise
     return run
+
+
+def _ask_after_lost_start(run: Runner, lost, timeout_s: float):
+    """What `start` would have answered, read from the run's state once the
+    target can be reached again: "started WORD" as the runner prints it."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            p = run.poll(progress=False)
+        except ConnectionLost:
+            time.sleep(0.5)
+            continue
+        if p.state in ("starting", "settling") and p.alive:
+            time.sleep(0.3)
+            continue
+        return subprocess.CompletedProcess([], 0, f"started {p.state} {p.detail}".strip(), "")
+    if lost is not None:
+        return lost
+    raise ConnectionLost(f"lost the connection to {run.t.name} while the run was starting, and it did not come back")
 
 
 def _check_privileges(target: Target, run: Runner, prefix: tuple[str, ...], result: RunResult) -> None:
