@@ -24,7 +24,6 @@ Manifest history (bump MANIFEST_VERSION and add a line when a field changes):
 
 from __future__ import annotations
 
-import hashlib
 import json
 import lzma
 import os
@@ -40,6 +39,7 @@ from typing import Any
 
 from .. import __version__
 from ..errors import UserError
+from .transport import sha256_file
 
 MANIFEST_VERSION = 1
 REQUIRED = ("board", "arch", "machines", "models", "kernelrelease", "image", "uname_v_marker", "files")
@@ -48,14 +48,6 @@ REQUIRED = ("board", "arch", "machines", "models", "kernelrelease", "image", "un
 NAME_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._+~-]{0,127}")
 SHA256_RE = re.compile(r"[0-9a-f]{64}")
 MAX_MANIFEST_BYTES = 16 << 20
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def write_manifest(root: Path, **fields: Any) -> dict[str, Any]:

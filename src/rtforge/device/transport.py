@@ -76,7 +76,7 @@ class UploadDamaged(UserError):
     """A file arrived on the target with another sha256 than it left with."""
 
 
-def _sha256_local(path: Path) -> str:
+def sha256_file(path: Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
@@ -87,8 +87,8 @@ def _sha256_local(path: Path) -> str:
 def _local_sums(local: Path) -> dict[str, str]:
     """{path relative to local: sha256} of every file of a tree ("" for a file)."""
     if not local.is_dir():
-        return {"": _sha256_local(local)}
-    return {str(p.relative_to(local)): _sha256_local(p) for p in sorted(local.rglob("*")) if p.is_file()}
+        return {"": sha256_file(local)}
+    return {str(p.relative_to(local)): sha256_file(p) for p in sorted(local.rglob("*")) if p.is_file()}
 
 
 def parse_sha256sum(out: str) -> dict[str, str]:
