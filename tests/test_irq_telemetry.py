@@ -133,6 +133,48 @@ def test_a_stored_run_keeps_the_interrupt_series(tmp_path, capsys):
     assert main(["show", "last", "--json", *rd]) == 0
     summary = json.loads(capsys.readouterr().out)["interrupts"]
     assert summary["cpu"] == 0 and summary["irqs"] > 0
+    # the timeline draws exactly the stored counts under the latency panel
+    from rtforge.report.plots import timeline
+
+    fig = timeline(store.load(store.resolve("last")))
+    irq_ax = next(a for a in fig.axes if a.get_ylabel() == "interrupts per second")
+    drawn = irq_ax.get_lines()[0].get_ydata()
+    assert [None if v != v else int(v) for v in drawn] == s["irqs"][0]
+    assert main(["report", "last", "-o", str(tmp_path / "r.html"), *rd]) == 0
+    assert "interrupts per second" in (tmp_path / "r.html").read_text()
+
+
+def test_the_timeline_draws_the_irq_burst_under_the_spike():
+    from rtforge.report.plots import render, timeline
+    from rtforge.results.model import RunResult
+
+    n, burst = 40, 23
+    irqs = [[1000] * n, [1200] * n]
+    irqs[1][burst] = 48_000
+    pct = [1.0] * n
+    pct[burst] = 87.0
+    max_ns = [[20_000] * n, [21_000] * n]
+    max_ns[1][burst] = 410_000
+    run = RunResult(run_id="x", engine="probe", state="complete", host="h", start_time="2026-01-01T00:00:00+00:00",
+                    duration_s=float(n), config={"settle_s": 0},
+                    series={"t_s": list(range(n)), "cpus": [0, 1], "count": [[1000] * n] * 2, "max_ns": max_ns,
+                            "overruns": [[0] * n] * 2, "irqs": irqs, "irq_thread_pct": pct,
+                            "irq_thread_top": [None] * n, "irq_thread_top_pct": [None] * n})
+    fig = timeline(run)
+    top, irq_ax = fig.axes[0], fig.axes[1]
+    assert irq_ax.get_ylabel() == "interrupts per second"
+    spike_t = [line.get_xdata()[line.get_ydata().argmax()] for line in top.get_lines()]
+    burst_t = [line.get_xdata()[line.get_ydata().argmax()] for line in irq_ax.get_lines()]
+    assert spike_t[1] == burst_t[1] == burst  # the burst sits under the spike, on the shared time axis
+    assert list(irq_ax.get_lines()[1].get_ydata()) == irqs[1]
+    assert top.get_lines()[1].get_linewidth() > top.get_lines()[0].get_linewidth()  # the worst CPU stands out
+    assert irq_ax.get_lines()[1].get_linewidth() > irq_ax.get_lines()[0].get_linewidth()  # in both panels
+    twin = next(a for a in fig.axes if a.get_ylabel() == "irq/ threads' CPU (%)")
+    assert max(twin.get_lines()[0].get_ydata()) == 87.0
+    assert "interrupts per second" in render(fig, "svg").decode()
+    # a run without the interrupt series (an older probe, cyclictest) keeps the two panels
+    old = RunResult(**{**run.__dict__, "series": {k: v for k, v in run.series.items() if not k.startswith("irq")}})
+    assert [a.get_ylabel() for a in timeline(old).axes][:2] == ["max latency per second (µs)", "temperature (°C)"]
 
 
 def test_irq_summary_points_at_the_worst_second():

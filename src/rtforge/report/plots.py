@@ -191,9 +191,39 @@ def _throttled_spans(tel: dict) -> list[tuple[float, float]]:
     return spans
 
 
+def _series_values(col: list, div: float = 1.0) -> np.ndarray:
+    return np.asarray([np.nan if x is None else x / div for x in col], dtype=float)
+
+
+def _interrupts(ax, run: RunResult, t: np.ndarray, scale: float, worst: int) -> list:
+    """Interrupts per second on each CPU, and the irq/ threads' CPU use on a
+    twin axis: the IRQ burst (a USB or network storm, the dwc_otg case) drawn
+    under the latency spike it causes."""
+    series = run.series
+    handles = []
+    for i, (cpu, col) in enumerate(zip(series["cpus"], series["irqs"])):
+        tp, vp = _pool_max(t, _series_values(col))
+        handles += ax.plot(tp / scale, vp, linewidth=1.4 if i == worst else 0.8, color=_color(i, worst),
+                           label=f"CPU {cpu} interrupts/s")
+    ax.set_ylabel("interrupts per second")
+    ax.set_ylim(bottom=0)
+    ax.grid(True, alpha=0.3)
+    pct = series.get("irq_thread_pct")
+    if pct and any(v is not None for v in pct):
+        axt = ax.twinx()
+        tp, vp = _pool_max(t, _series_values(pct))
+        handles += axt.plot(tp / scale, vp, color="#9467bd", linewidth=0.9, linestyle="--",
+                            label="irq/ threads (% of one CPU)")
+        axt.set_ylabel("irq/ threads' CPU (%)")
+        axt.set_ylim(bottom=0)
+    ax.legend(handles=handles, loc="upper left", fontsize=7, ncol=3)
+    return handles
+
+
 def timeline(run: RunResult) -> Figure | None:
-    """Per-second max per CPU over time, with temperature and CPU frequency
-    below and throttling shaded; None for runs without a per-second series."""
+    """Per-second max per CPU over time, with the interrupts per second (when
+    the probe counted them), temperature and CPU frequency below and
+    throttling shaded; None for runs without a per-second series."""
     series = run.series
     if not series or not series.get("t_s"):
         return None
@@ -201,13 +231,16 @@ def timeline(run: RunResult) -> Figure | None:
     tel = run.telemetry or {}
     span = max(t[-1], (tel.get("t_s") or [0])[-1]) if len(t) else 1.0
     scale, unit = _time_unit(span)
-    fig = Figure(figsize=(10, 6.4), layout="constrained")
-    ax, ax2 = fig.subplots(2, 1, sharex=True, height_ratios=[3, 2])
+    irqs = bool(series.get("irqs")) and any(v is not None for col in series["irqs"] for v in col)
+    fig = Figure(figsize=(10, 8.4 if irqs else 6.4), layout="constrained")
+    if irqs:
+        ax, axi, ax2 = fig.subplots(3, 1, sharex=True, height_ratios=[3, 1.6, 2])
+    else:
+        ax, ax2 = fig.subplots(2, 1, sharex=True, height_ratios=[3, 2])
     maxes = [max((v for v in col if v is not None), default=-1) for col in series["max_ns"]]
     worst = int(np.argmax(maxes)) if maxes else -1
     for i, (cpu, col) in enumerate(zip(series["cpus"], series["max_ns"])):
-        v = np.asarray([np.nan if x is None else x / 1000.0 for x in col], dtype=float)
-        tp, vp = _pool_max(t, v)
+        tp, vp = _pool_max(t, _series_values(col, 1000.0))
         ax.plot(tp / scale, vp, linewidth=1.6 if i == worst else 0.9, color=_color(i, worst),
                 label=f"CPU {cpu}: max {_fmt_us(maxes[i])} µs")
     ax.set_ylabel("max latency per second (µs)")
@@ -215,29 +248,30 @@ def timeline(run: RunResult) -> Figure | None:
     ax.grid(True, alpha=0.3)
     ax.legend(loc="upper right", fontsize=8)
     ax.set_title(_title(run), fontsize=10)
+    panels = (ax, axi, ax2) if irqs else (ax, ax2)
+    if irqs:
+        _interrupts(axi, run, t, scale, worst)
     tt = np.asarray(tel.get("t_s") or [], dtype=float)
     handles = []
     for name, col in (tel.get("temp_mc") or {}).items():
-        v = np.asarray([np.nan if x is None else x / 1000.0 for x in col], dtype=float)
-        tp, vp = _pool_max(tt, v)
+        tp, vp = _pool_max(tt, _series_values(col, 1000.0))
         handles += ax2.plot(tp / scale, vp, color="#ff7f0e", linewidth=1.0, label=clean(f"{name} (°C)"))
     ax2.set_ylabel("temperature (°C)")
     freq = tel.get("freq_khz") or {}
     if freq:
         axf = ax2.twinx()
         for name, col in freq.items():
-            v = np.asarray([np.nan if x is None else x / 1000.0 for x in col], dtype=float)
-            tp, vp = _pool_max(tt, v)
+            tp, vp = _pool_max(tt, _series_values(col, 1000.0))
             handles += axf.plot(tp / scale, vp, linewidth=0.8, alpha=0.7, linestyle="--", label=clean(f"{name} (MHz)"))
         axf.set_ylabel("CPU frequency (MHz)")
     for a, b in _throttled_spans(tel):
-        for axis in (ax, ax2):
+        for axis in panels:
             axis.axvspan(a / scale, b / scale, color="#d62728", alpha=0.15, linewidth=0)
     if _throttled_spans(tel):
         ax.text(0.01, 0.95, "shaded: firmware throttling", transform=ax.transAxes, fontsize=8, color=WORST, va="top")
     settle = run.config.get("settle_s") or 0
     if settle > 0:  # the loads started this long before the first wake-up measured (t = 0)
-        for axis in (ax, ax2):
+        for axis in panels:
             axis.axvspan(-settle / scale, 0, color="#999999", alpha=0.25, linewidth=0)
         ax.text(
             -settle / scale,
