@@ -50,7 +50,10 @@ def sources_for(board, sources: list[str]) -> list[str]:
     return [s for s in sources if s == "debian:latest" or board.arch == "arm64"]
 
 
-def run(boards: list, sources: list[str], dist: Path, store: Store, probe_s: int, timeout_s: int) -> list[dict]:
+def run(boards: list, sources: list[str], dist: Path, store: Store, probe_s: int, timeout_s: int,
+        keep=lambda rows: None) -> list[dict]:
+    """Build and boot each board x source; `keep(rows)` is called after each one so a
+    matrix cut off after hours still has what it proved."""
     rows = []
     for board in boards:
         for source in sources_for(board, sources):
@@ -63,6 +66,7 @@ def run(boards: list, sources: list[str], dist: Path, store: Store, probe_s: int
                 rows.append({"board": board.name, "source": source, "machine": "-", "error": str(e),
                              "build_s": round(time.monotonic() - t)})
                 print(f"   build failed: {e}", flush=True)
+                keep(rows)
                 continue
             build_s = time.monotonic() - t
             print(f"   built {built.release} in {build_s / 60:.1f} min ({built.objects} objects)", flush=True)
@@ -82,15 +86,32 @@ def run(boards: list, sources: list[str], dist: Path, store: Store, probe_s: int
                              "probe_samples": samples, "passed": r.passed, "boot_s": round(r.seconds),
                              "sentence": r.sentence, "console_log": str(r.console_log)})
                 print(f"   {r.machine}: {'passed' if r.passed else 'FAILED'}: {r.sentence}", flush=True)
+            keep(rows)
     return rows
 
 
+def merged(path: Path, rows: list[dict], date: str) -> dict:
+    """The matrix file with this run's rows in place of earlier ones for the same
+    board x source x machine: the matrix takes days to fill, one run at a time."""
+    old = json.loads(path.read_text()) if path.exists() else {"rows": []}
+    key = lambda r: (r["board"], r["source"], r["machine"])  # noqa: E731
+    new = {key(r) for r in rows}
+    # a failed build has machine "-": a later row for that board x source replaces it too
+    done = {(r["board"], r["source"]) for r in rows}
+    kept = [r for r in old["rows"]
+            if key(r) not in new and not (r["machine"] == "-" and (r["board"], r["source"]) in done)]
+    for r in rows:
+        r.setdefault("date", date)
+    return {"date": date, "rows": kept + rows}
+
+
 def _progress(name: str):
-    last = [0.0]
+    last = [0.0, ""]
 
     def show(what: str, done, total) -> None:
-        if time.monotonic() - last[0] > 60 or what != "compiling":
-            last[0] = time.monotonic()
+        # a line per step, and within a step (compiling, extracting) one a minute
+        if time.monotonic() - last[0] > 60 or what != last[1]:
+            last[:] = [time.monotonic(), what]
             count = f" {done}/{total}" if done is not None and total else ""
             print(f"   [{name}] {what}{count}", flush=True)
     return show
@@ -122,15 +143,22 @@ def main() -> int:
     ap.add_argument("--results-dir", type=Path, default=None, help="run store for the probe runs (default: rtforge's)")
     ap.add_argument("--probe-s", type=int, default=3)
     ap.add_argument("--timeout", type=int, default=900, help="seconds per boot")
-    ap.add_argument("--json", type=Path, help="also write the rows as JSON")
+    ap.add_argument("--json", type=Path, help="keep the rows in this JSON file, merged with its earlier rows")
     args = ap.parse_args()
     boards = pi_boards()
     if args.boards:
         every = load_boards()
         boards = [every[name] for name in args.boards.split(",")]  # in the order given
     started = datetime.now(timezone.utc)
+    date = started.isoformat(timespec="seconds")
+
+    def keep(rows: list[dict]) -> None:
+        if args.json:
+            args.json.write_text(json.dumps(merged(args.json, rows, date), indent=1))
+
     try:
-        rows = run(boards, args.sources.split(","), args.dist, Store(args.results_dir), args.probe_s, args.timeout)
+        rows = run(boards, args.sources.split(","), args.dist, Store(args.results_dir), args.probe_s, args.timeout,
+                   keep)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
@@ -139,8 +167,10 @@ def main() -> int:
         return 1
     print(f"\nEmulated Pi matrix, {started:%Y-%m-%d} (`python bench/pi_matrix.py`, {len(rows)} rows):\n")
     print(table(rows))
+    keep(rows)
     if args.json:
-        args.json.write_text(json.dumps({"date": started.isoformat(timespec="seconds"), "rows": rows}, indent=1))
+        print(f"\nevery row so far ({args.json}):\n")
+        print(table(json.loads(args.json.read_text())["rows"]))
     return 0 if all(r.get("passed") for r in rows) else 1
 
 
