@@ -17,6 +17,9 @@ Debian's.  Nothing needs loop devices, mounting or KVM:
 4. convert to qcow2 and boot it through SeaBIOS and GRUB on a throwaway
    overlay to prove it boots as a PC would, before anyone trusts it.
 
+The guest has rtla 6.12 from bookworm-backports (auto-analysis, for
+`latency --trace` on the RT kernel, whose config has the timerlat tracer).
+
 Next to the image go the kernel packages a deploy test installs offline:
 Debian's linux-image-rt-amd64 and the linux-image-*-rt-amd64 it depends on
 (apt-get download on the host), and an unbootable kernel package (see
@@ -51,7 +54,10 @@ SUITE, MIRROR = "bookworm", "http://deb.debian.org/debian"
 # minbase keeps the guest small (and its boot short under TCG); the rest is
 # what a Debian PC board needs to boot through GRUB and be reached by SSH.
 PACKAGES = ["linux-image-amd64", "grub-pc", "openssh-server", "systemd-sysv", "udev", "sudo", "kmod",
-            "initramfs-tools", "zstd"]
+            "initramfs-tools", "zstd", "libtracefs1", "libtraceevent1"]
+# `latency --trace` needs rtla with auto-analysis: bookworm's is 6.1 (none),
+# bookworm-backports' 6.12 has it; the two libraries above are its dependencies.
+RTLA = "rtla/bookworm-backports"
 DISK_MIB = 4096    # sparse; the stock system uses ~0.9 GiB, the RT kernel adds ~0.5 GiB
 PART_START_MIB = 1  # room before the partition for GRUB's core.img
 # The kernel command line of every GRUB entry.  panic=10: a kernel that
@@ -226,6 +232,12 @@ def _build(out: Path, progress, t0: float) -> None:
     root_uuid = str(uuidlib.uuid4())
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "rtforge-test", "-f", str(out / "id_ed25519")],
                    check=True)
+
+    step("installing rtla from bookworm-backports (apt-get download on the host, dpkg -i in the tree)")
+    _run_logged(["apt-get", "download", "-q", "-o", "APT::Sandbox::User=root", RTLA], log, progress,
+                "apt-get download", cwd=root / "tmp")
+    _chroot(root, "dpkg -i /tmp/rtla_*.deb && rm /tmp/rtla_*.deb && "
+                  "rtla timerlat top --help 2>&1 | grep -q -- --aa-only", log, progress)
 
     step(f"configuring the root tree (stock kernel {stock})")
     _configure(root, root_uuid, (out / "id_ed25519.pub").read_text(), log, progress)
