@@ -7,6 +7,7 @@ back by a real shell."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 
 import pytest
@@ -14,13 +15,12 @@ import pytest
 from rtforge.cli import main
 from rtforge.device import LocalTransport, SshTransport
 from rtforge.device import tune as tuning
+from rtforge.device.grubcmdline import DROPIN, dropin_text
 from rtforge.device.target import Target
-from rtforge.device.tuneboot import DROPIN, dropin_text
 from rtforge.device.tunestate import STATE_PATH
 from rtforge.errors import UserError
 
 from .support.simboard import copy_tree, remove_tree, tree_digest
-from .support.simgrub import SimulatedGrubBoard
 from .support.simpi import CMDLINE, OLD, SimKernel, SimulatedPi, make_pi4_tree
 
 # an isolcpus= of its own in the middle: a revert must put back this exact text, word order included
@@ -75,10 +75,27 @@ def test_isolate_words_are_tried_committed_shown_and_reverted_exactly(sshd, pi_r
     reverted = tuning.revert(board)
     assert reverted.boot.ok and reverted.boot.rebooted
     assert cmdline_now(pi_root) == BEFORE and state(pi_root) is None
+    assert board.boot_state[1] is True                       # the text from before was a try first, too
     board.power_cycle()
     assert cmdline_now(pi_root) == BEFORE
-    # config.txt now reads a copy of the text from before (tried once like any other command line)
-    assert (pi_root / "boot/firmware/config.txt").read_text().startswith(config.decode())
+    # tried once by taking rtforge's block out again: config.txt is back byte for byte, rtforge's files gone
+    assert (pi_root / "boot/firmware/config.txt").read_bytes() == config
+    assert not list((pi_root / "boot/firmware").glob("cmdline-rtforge*"))
+    assert not (pi_root / "boot/firmware/tryboot.txt").exists()
+
+
+@pytest.mark.root
+def test_revert_after_cmdline_txt_was_edited_still_boots_the_text_from_before(sshd, pi_root):
+    board = make_pi(sshd, pi_root)
+    assert tuning.apply(board, tuning.plan(board, isolate="3", only=["boot-cmdline"])).boot.ok
+    (pi_root / "boot/firmware/cmdline.txt").write_text(BEFORE + " quiet\n")    # edited by hand since
+    reverted = tuning.revert(board)
+    assert reverted.boot.ok, reverted.boot.message
+    assert cmdline_now(pi_root) == BEFORE and state(pi_root) is None
+    # taking the block out would boot the edited file: a file of rtforge's holds the text from before
+    config = (pi_root / "boot/firmware/config.txt").read_text()
+    [name] = re.findall(r"^cmdline=(\S+)$", config, re.M)
+    assert (pi_root / "boot/firmware" / name).read_text().strip() == BEFORE
 
 
 @pytest.mark.root
@@ -182,55 +199,3 @@ def test_a_pi_without_tryboot_is_refused_and_keeps_no_record(sshd, pi_root):
     result = tuning.apply(board, tuning.plan(board, isolate="3"))
     assert not result.boot.ok and "has no tryboot" in result.boot.message and not result.boot.rebooted
     assert board.boot_state == boot_before and cmdline_now(pi_root) == BEFORE and state(pi_root) is None
-
-
-# -- GRUB: the drop-in and update-grub on a simulated GRUB board (tests/support/simgrub.py) ------------------
-@pytest.fixture
-def grub(tmp_path):
-    return SimulatedGrubBoard(LocalTransport(), tmp_path / "pc")
-
-
-def test_grub_words_go_into_the_dropin_for_the_next_boot_and_revert_removes_it(grub):
-    tree = grub.tree
-    cfg_before, cmdline_before = grub.grub_linux_line(), cmdline_now(tree)
-    result = tuning.apply(grub, tuning.plan(grub, isolate="3"))
-    assert result.boot.ok and result.boot.reboot_needed and not result.boot.rebooted, result.boot.message
-    assert "not tried once" in result.boot.message
-    assert (tree / DROPIN.lstrip("/")).read_text() == dropin_text(WORDS)
-    assert grub.grub_linux_line() == cfg_before + " " + " ".join(WORDS)
-    assert state(tree)["boot_before"] == {"how": "grub", "dropin": None}
-    assert [running for _, running in tuning.show(grub).boot_rows] == [False] * 4    # not booted yet
-    grub.reboot(tryboot=False)
-    assert [running for _, running in tuning.show(grub).boot_rows] == [True] * 4
-
-    reverted = tuning.revert(grub)
-    assert reverted.boot.ok and reverted.boot.reboot_needed and "reboot" in reverted.boot.message
-    assert not (tree / DROPIN.lstrip("/")).exists() and grub.grub_linux_line() == cfg_before
-    assert state(tree) is None
-    grub.reboot(tryboot=False)
-    assert cmdline_now(tree) == cmdline_before
-
-
-def test_a_failing_update_grub_puts_the_dropin_back(grub):
-    tree = grub.tree
-    with open(tree / "etc/default/grub", "a") as f:
-        f.write('GRUB_CMDLINE_LINUX="unterminated\n')          # a typo update-grub fails on
-    result = tuning.apply(grub, tuning.plan(grub, isolate="3"))
-    assert not result.boot.ok and "update-grub failed" in result.boot.message
-    assert not (tree / DROPIN.lstrip("/")).exists() and state(tree) is None
-
-
-def test_show_and_revert_say_what_the_running_kernel_has_and_that_a_reboot_is_needed(grub, capsys):
-    from rtforge.cli.render import make_console
-    from rtforge.cli.tune import _revert, _show
-
-    tuning.apply(grub, tuning.plan(grub, isolate="3"))
-    _show(make_console(), tuning.show(grub), "pc")
-    out = capsys.readouterr().out
-    assert "not in the running kernel  kernel command line: nohz_full=3 (before: None)" in out
-    grub.reboot(tryboot=False)
-    _show(make_console(), tuning.show(grub), "pc")
-    assert capsys.readouterr().out.count("  in the running kernel  kernel command line:") == len(WORDS)
-    _revert(make_console(), tuning.revert(grub), "pc")
-    out = capsys.readouterr().out
-    assert f"kernel command line: {DROPIN} is removed and update-grub ran: reboot" in out

@@ -33,7 +33,7 @@ BLOCK_END = "# rtforge end"
 class PiPayload(Payload):
     block_tag = "kernel"
 
-    def block_lines(self) -> list[str]:
+    def block_lines(self) -> list[str] | None:
         """The lines after [all] that select the payload."""
         raise NotImplementedError
 
@@ -68,10 +68,13 @@ def strip_block(config: str, tag: str = "kernel") -> str:
     return "".join(out)
 
 
-def with_block(config: str, tag: str, label: str, lines: list[str]) -> str:
+def with_block(config: str, tag: str, label: str, lines: list[str] | None) -> str:
     """config.txt plus a block.  Appended last, after [all], so no earlier
     section can hide it and it overrides earlier lines of the same keys (a
-    later line wins).  Line ends are kept as the file has them."""
+    later line wins).  Line ends are kept as the file has them.  lines=None:
+    the block of this tag taken out, nothing added."""
+    if lines is None:
+        return strip_block(config, tag)
     eol = "\r\n" if "\r\n" in config else "\n"
     block = [f"{BLOCK_BEGIN} {tag}: {label}, {datetime.now(timezone.utc):%Y-%m-%dT%H:%M:%SZ}", "[all]", *lines,
              BLOCK_END]

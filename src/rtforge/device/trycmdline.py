@@ -11,6 +11,11 @@ pushes it the same way:
   verify   this boot was the try, and /proc/cmdline holds every word asked for
   commit   config.txt gets the block; a kernel block stays as it is.
 
+`rtforge tune --revert` tries the text from before the same way -- by
+taking rtforge's block out of config.txt again when that makes the firmware
+read exactly that text (config.txt then comes back byte for byte), else as
+a file of rtforge's.
+
 A GRUB board would take the same payload shape with a GRUB drop-in
 (/etc/default/grub.d/) and a menu entry of its own to grub-reboot into.
 """
@@ -22,8 +27,8 @@ import re
 from typing import Callable
 
 from ..errors import UserError
-from .bootcfg import BootChoice
-from .pitry import PiPayload, PiTryboot
+from .bootcfg import BootChoice, resolve_text
+from .pitry import PiPayload, PiTryboot, strip_block
 from .steps import Steps
 from .target import Target, TargetFacts
 from .tryonce import DeployResult, Expect, try_once
@@ -53,6 +58,7 @@ class CmdlineChange(PiPayload):
         # replace: `add` is the whole new command line (rtforge tune --revert
         # restores the exact text from before, word order included)
         self.replace = replace
+        self.strip = False      # replace: the text comes back by taking rtforge's block out (install decides)
         bad = [w for w in (*add, *remove) if not _WORD_RE.match(w)]
         if bad or not (add or remove):
             raise UserError(f"{bad[0]!r} is not one kernel parameter: give words like isolcpus=2,3 "
@@ -78,12 +84,23 @@ class CmdlineChange(PiPayload):
             raise UserError(f"{self.mech.name} has no command line file that the firmware reads: "
                             "run `rtforge bootcheck` on its boot partition")
         self.text = " ".join(self.add) if self.replace else edit_cmdline(before.cmdline, self.add, self.remove)
+        if self.replace:
+            # The exact text from before is usually the file rtforge never
+            # touched (cmdline.txt): then config.txt loses rtforge's block and
+            # comes back byte for byte; else a file of rtforge's holds the text.
+            mech = self.mech
+            stripped = strip_block(mech.old_config.decode("utf-8", "replace"), self.block_tag)
+            self.strip = resolve_text(stripped, mech.files(), mech.model, tryboot=True).cmdline == self.text
+            if self.strip:
+                return
         path, t = self.mech.boot(self.path()), self.mech.target.t
         steps.run("install the command line", lambda: t.write_bytes(path, (self.text + "\n").encode(), sudo=True,
                                                                      step="install the command line"),
                   lambda: self.mech.sh('rm -f "$1"', path, step="cleanup"))
 
-    def block_lines(self) -> list[str]:
+    def block_lines(self) -> list[str] | None:
+        if self.strip:
+            return None
         # cmdline= is read under os_prefix like the other OS files (Boot options, os_prefix)
         return [f"cmdline={self.path()[len(self.mech.before.os_prefix):]}"]
 
@@ -93,12 +110,12 @@ class CmdlineChange(PiPayload):
         return " ".join(self.add) or "removed " + " ".join(self.remove)
 
     def wrong_choice(self, choice: BootChoice) -> str | None:
-        if choice.cmdline_file != self.path() or choice.cmdline != self.text:
+        if (not self.strip and choice.cmdline_file != self.path()) or choice.cmdline != self.text:
             return f"the firmware would read the command line from {choice.cmdline_file}: {choice.cmdline!r}"
         return None
 
     def removed(self) -> str:
-        return f"{posixpath.basename(self.path())} was removed"
+        return "nothing was installed" if self.strip else f"{posixpath.basename(self.path())} was removed"
 
     def tidy(self) -> None:
         old = self.mech.before.cmdline_file
