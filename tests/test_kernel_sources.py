@@ -105,10 +105,13 @@ def test_debian_series_no_suite_offers_is_refused_without_root_and_without_touch
         shutil.rmtree(home)
     assert p.returncode == 2, p.stderr
     assert offered and "5.10" not in offered          # bullseye is not among the suites searched
-    assert p.stderr.strip() == (
+    *progress, last = p.stderr.strip().splitlines()
+    assert last == (
         f"rtforge: error: no Debian suite offers linux-source-5.10 (offered: {', '.join(offered)}): "
         "use debian:X.Y with one of those, or debian:latest"
     )
+    # before it, only progress lines (stderr is not a terminal here: plain lines, no bar)
+    assert all(re.search(r" \([0-9]+ s\)$", line) for line in progress), progress
     assert system_apt_state() == before
 
 

@@ -4,6 +4,9 @@ widget, and how a finished run is shown."""
 from __future__ import annotations
 
 import json
+import re
+import sys
+import time
 
 import typer
 from rich.console import Console
@@ -30,9 +33,13 @@ def err_console() -> Console:
 class LiveLine:
     """One transient progress line: what is happening, a bar when the total
     is known, a count (steps or bytes) and the elapsed time -- redrawn in
-    place on a terminal, nothing at all elsewhere.  The same widget for a
+    place on a terminal.  Elsewhere (a CI log, nohup, TERM=dumb) plain lines
+    on stderr: one when the step changes, and one every PLAIN_EVERY_S within
+    a step, so a 40-minute build is never silent.  The same widget for a
     latency run (`latency`), a benchmark's steps (`bench`) and a kernel
     build's steps (`step`)."""
+
+    PLAIN_EVERY_S = 30.0
 
     def __init__(self, console: Console, *, count: str | None = None, label: str | None = None):
         columns = [*([TextColumn(label)] if label else []), TextColumn("{task.description}"), BarColumn()]
@@ -44,6 +51,11 @@ class LiveLine:
         self.bar = Bar(*columns, console=console, transient=True, disable=not console.is_terminal)
         self.task = self.bar.add_task("", total=None)
         self.what: str | None = None
+        # TERM=dumb: a terminal that cannot redraw a line gets the plain lines too
+        self.plain = not console.is_terminal or console.is_dumb_terminal
+        self.label, self.count = label, count
+        self._started = time.monotonic()
+        self._said: tuple[float, str] = (0.0, "")
 
     def __enter__(self) -> LiveLine:
         self.bar.__enter__()
@@ -54,6 +66,21 @@ class LiveLine:
 
     def update(self, description: str, completed: float | None = None, total: float | None = None) -> None:
         self.bar.update(self.task, description=description, completed=completed or 0, total=total)
+        if self.plain:
+            self._say(description, completed, total)
+
+    def _say(self, description: str, completed: float | None, total: float | None) -> None:
+        now = time.monotonic()
+        kind = re.sub(r"[0-9.,]+", "#", description)      # a new step, not a new count
+        if kind == self._said[1] and now - self._said[0] < self.PLAIN_EVERY_S:
+            return
+        self._said = (now, kind)
+        count = ""
+        if completed is not None and total:
+            count = (f" {completed / 1e6:.0f}/{total / 1e6:.0f} MB" if self.count == "bytes" else
+                     f" {completed:.0f}/{total:.0f}")
+        label = f"{self.label} " if self.label else ""
+        print(f"{label}{description}{count} ({now - self._started:.0f} s)", file=sys.stderr, flush=True)
 
     # -- the callbacks the library takes -------------------------------------------
     def latency(self, p) -> None:
