@@ -35,7 +35,7 @@ def tune(
     show: bool = typer.Option(False, "--show", help="what rtforge tune has applied, and whether it still is"),
     revert: bool = typer.Option(False, "--revert",
                                 help="restore exactly the values from before the first tune (the kernel command "
-                                     "line: tried once on a Pi, at the next reboot on GRUB)"),
+                                     "line: tried once, as it was applied)"),
     sysroot: Optional[Path] = SYSROOT,
     ssh_config: Optional[Path] = SSH_CONFIG,
 ) -> int:

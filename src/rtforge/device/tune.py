@@ -297,7 +297,7 @@ class RevertResult:
     rebooted: bool = False
     restored: list[SavedSetting] = field(default_factory=list)
     gone: list[SavedSetting] = field(default_factory=list)
-    boot: BootResult | None = None          # the command line restored (a Pi: tried once; GRUB: at the next boot)
+    boot: BootResult | None = None          # the command line restored (tried once: tryboot or grub-reboot)
 
 
 def revert(board: Target, *, on_step: Callable[[str], None] | None = None,

@@ -7,13 +7,12 @@ the command line the board boots now in place:
   Raspberry Pi  the words go through trycmdline.tune_cmdline: a new cmdline
                 file tried once with tryboot, verified in /proc/cmdline, kept
                 -- or the firmware falls back by itself.
-  GRUB          the words go into a drop-in of their own (DROPIN, sourced by
-                grub-mkconfig after /etc/default/grub) and update-grub runs;
-                a failed update-grub removes the drop-in again.  This is NOT
-                tried once: GRUB has no one-shot command line, and a one-shot
-                needs a menu entry of rtforge's own (not written yet), so
-                the words take effect at the next reboot, and `--show` says
-                whether the running kernel has them.
+  GRUB          grubcmdline.tune_grub_cmdline: a menu entry of rtforge's own
+                (the running kernel's, with the words) tried once with
+                grub-reboot, verified in /proc/cmdline; the commit puts the
+                words into a drop-in of their own (DROPIN, read by
+                grub-mkconfig after /etc/default/grub) for every default
+                entry -- or GRUB boots its saved default by itself.
 
 Before anything changes, the exact command line before (a Pi: the text of
 the cmdline file the firmware reads; GRUB: the drop-in's text or its
@@ -30,29 +29,16 @@ from .bootcfg import resolve
 from .bootfs import RemoteBootFiles
 from .pimodels import model_for_dt
 from .target import Target
+from .grubcmdline import DROPIN, dropin_text, dropin_words, read_dropin, tune_grub_cmdline
 from .trycmdline import edit_cmdline, tune_cmdline
 from .tunestate import SavedSetting, TuneState, load_state, save_state
-
-DROPIN = "/etc/default/grub.d/rtforge-tune.cfg"
-_SHELL_SPECIAL = set('"$`\\')     # the drop-in is shell: a word must stay one literal word inside "..."
-
-
-def dropin_text(words: list[str]) -> str:
-    """The GRUB drop-in adding `words` to the default entries' command line."""
-    bad = [w for w in words if set(w) & _SHELL_SPECIAL or not w.strip() or len(w.split()) != 1]
-    if bad:
-        raise UserError(f"{bad[0]!r} cannot go into a GRUB drop-in: give kernel parameters without spaces, "
-                        'quotes, $, ` or \\')
-    return ("# written by rtforge tune; rtforge tune --revert removes it (then update-grub)\n"
-            f'GRUB_CMDLINE_LINUX_DEFAULT="$GRUB_CMDLINE_LINUX_DEFAULT {" ".join(words)}"\n')
 
 
 @dataclass
 class BootResult:
     ok: bool
     message: str
-    reboot_needed: bool = False     # GRUB: the words wait for the next boot
-    rebooted: bool = False          # a Pi: the try rebooted the board (runtime settings are gone)
+    rebooted: bool = False          # the try rebooted the board (runtime settings are gone)
 
 
 def _how(board: Target) -> str:
@@ -78,32 +64,6 @@ def _pi_text(board: Target) -> str:
     return text
 
 
-def _read_dropin(board: Target) -> str | None:
-    r = board.t.run(["cat", "--", board.path(DROPIN)], sudo=True)
-    return r.stdout if r.returncode == 0 else None
-
-
-def _put_dropin(board: Target, text: str | None) -> None:
-    """Write (None: remove) the drop-in, then update-grub; the drop-in is undone when update-grub fails."""
-    t, path = board.t, board.path(DROPIN)
-    old = _read_dropin(board)
-
-    def put(value):
-        if value is None:
-            t.run(["rm", "-f", "--", path], sudo=True, check=True, step=f"removing {DROPIN}")
-        else:
-            t.run(["mkdir", "-p", "--", path.rsplit("/", 1)[0]], sudo=True, check=True, step="creating grub.d")
-            t.write_bytes(path, value.encode(), sudo=True, step=f"writing {DROPIN}")
-    put(text)
-    r = board.update_grub()
-    if r.returncode:
-        put(old)
-        board.update_grub()
-        why = (r.stderr.strip().splitlines() or [f"exit status {r.returncode}"])[-1]
-        raise UserError(f"update-grub failed on {board.name} ({why}), so {DROPIN} was put back as it was: "
-                        "fix /etc/default/grub and try again")
-
-
 def apply(board: Target, changes: list, *, on_step: Callable[[str], None] | None = None,
           on_wait: Callable[[float], None] | None = None) -> BootResult:
     """Save the command line before, then apply the words `changes` want."""
@@ -111,20 +71,17 @@ def apply(board: Target, changes: list, *, on_step: Callable[[str], None] | None
     state = load_state(board) or TuneState(boot_id="")
     if state.boot_before is None:                       # the first before wins
         state.boot_before = ({"how": "pi", "cmdline": _pi_text(board)} if how == "pi" else
-                             {"how": "grub", "dropin": _read_dropin(board)})
+                             {"how": "grub", "dropin": read_dropin(board)})
         save_state(board, state)
     words = [c.wanted for c in changes]
     try:
         if how == "pi":
             r = tune_cmdline(board, words, on_step=on_step, on_wait=on_wait)
-            result = BootResult(r.ok, r.message, rebooted=True)   # every outcome of a try comes after its reboot
         else:
             mine = edit_cmdline(" ".join(s.applied for s in state.boot), words, [])
-            _put_dropin(board, dropin_text(mine.split()))
-            result = BootResult(True, f"{DROPIN} holds {mine} and update-grub ran: the words take effect at the "
-                                      f"next reboot (not tried once first: if {board.name} does not boot with "
-                                      "them, pick the entry in GRUB's menu, press e and delete them)",
-                                reboot_needed=True)
+            r = tune_grub_cmdline(board, words, [], dropin_text(mine.split()), label=" ".join(words),
+                                  on_step=on_step, on_wait=on_wait)
+        result = BootResult(r.ok, r.message, rebooted=True)   # every outcome of a try comes after its reboot
     except UserError:
         if not state.boot:              # refused before the command line changed: no record of a before
             state.boot_before = None
@@ -156,16 +113,17 @@ def revert(board: Target, state: TuneState, *, on_step: Callable[[str], None] | 
     before = state.boot_before or {}
     if before.get("how") == "pi":
         r = tune_cmdline(board, before["cmdline"].split(), replace=True, on_step=on_step, on_wait=on_wait)
-        if not r.ok:
-            raise UserError(f"the command line from before was not restored: {r.message}; the record stays: "
-                            "run rtforge tune --revert again")
-        result = BootResult(True, f"{board.name} boots its command line from before again: {before['cmdline']}",
-                            rebooted=True)
+        restored = before["cmdline"]
     else:
-        _put_dropin(board, before.get("dropin"))
-        result = BootResult(True, f"{DROPIN} is {'as it was' if before.get('dropin') else 'removed'} and "
-                                  f"update-grub ran: reboot {board.name} to boot without the words",
-                            reboot_needed=True)
+        # rtforge's words go; a drop-in from before comes back, words and all
+        old = before.get("dropin")
+        restored = f"{DROPIN} as it was" if old else f"no {DROPIN}"
+        r = tune_grub_cmdline(board, dropin_words(old), [s.applied for s in state.boot], old,
+                              label="the command line from before", on_step=on_step, on_wait=on_wait)
+    if not r.ok:
+        raise UserError(f"the command line from before was not restored: {r.message}; the record stays: "
+                        "run rtforge tune --revert again")
+    result = BootResult(True, f"{board.name} boots its command line from before again: {restored}", rebooted=True)
     state.boot, state.boot_before = [], None
     save_state(board, state)
     return result
