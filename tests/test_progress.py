@@ -33,7 +33,8 @@ def test_one_line_per_step_and_one_every_30_s_within_it(monkeypatch, capsys):
         "fetching downloading 5/165 MB (0 s)"]
 
 
-def test_a_terminal_that_redraws_gets_no_plain_lines(capsys):
+def test_a_terminal_that_redraws_gets_no_plain_lines(monkeypatch, capsys):
+    monkeypatch.setenv("TERM", "xterm")              # CI runs with TERM=dumb
     console = Console(file=io.StringIO(), force_terminal=True)
     assert not console.is_dumb_terminal
     with LiveLine(console) as live:
