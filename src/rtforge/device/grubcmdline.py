@@ -4,11 +4,11 @@
 GRUB has no one-shot command line, only a one-shot entry (grub-reboot), so
 the try is a menu entry of rtforge's own:
 
-  install  TRY_SCRIPT, an /etc/grub.d script (like 40_custom) printing a copy
+  arm      TRY_SCRIPT, an /etc/grub.d script (like 40_custom) printing a copy
            of the running kernel's entry from grub.cfg -- same image, initrd
            and root -- with the new command line plus MARKER=<nonce>;
-           update-grub puts it into grub.cfg
-  arm      grub-reboot TRY_ID: the next boot only (GRUB_DEFAULT=saved)
+           update-grub puts it into grub.cfg; grub-reboot TRY_ID: the next
+           boot only (GRUB_DEFAULT=saved).  Undone as one step.
   verify   /proc/cmdline holds this try's marker (the boot was the try) and
            every word asked for
   commit   the words go into DROPIN, a drop-in of rtforge's own that
@@ -152,23 +152,12 @@ class GrubCmdline(Payload):
         self.marker = f"{MARKER}={secrets.token_hex(4)}"
         self.expect = Expect(what="the new kernel command line", cmdline_has=(*add, self.marker))
 
-    def install(self, steps: Steps) -> None:
-        mech, t = self.mech, self.mech.target.t
-        block = entry_block(mech.grub_cfg(), mech.old_entry)
+    def script(self) -> str:
+        """TRY_SCRIPT's text: the running kernel's entry with the new command line."""
+        block = entry_block(self.mech.grub_cfg(), self.mech.old_entry)
         kept = [w for w in linux_params(block) if w not in self.remove]
         params = edit_cmdline(" ".join(kept), self.add, []).split()
-        entry = try_entry(block, [*params, self.marker])
-        path = mech.target.path(TRY_SCRIPT)
-
-        def put():
-            t.write_bytes(path, try_script(entry, self.label).encode(), sudo=True, step=f"writing {TRY_SCRIPT}")
-            t.run(["chmod", "755", path], sudo=True, check=True, step=f"chmod {TRY_SCRIPT}")
-            mech.update_grub()
-
-        def undo():
-            t.run(["rm", "-f", "--", path], sudo=True)
-            mech.target.update_grub()
-        steps.run("install the try entry", put, undo)
+        return try_script(try_entry(block, [*params, self.marker]), self.label)
 
     def removed(self) -> str:
         return "the try entry was removed"
@@ -178,7 +167,7 @@ class GrubCmdline(Payload):
 
 
 class GrubCmdlineTry(GrubTry):
-    ARM_STEP = "grub-reboot into the try entry"
+    ARM_STEP = "the try entry, for the next boot only"
 
     def update_grub(self) -> None:
         r = self.target.update_grub()
@@ -187,13 +176,26 @@ class GrubCmdlineTry(GrubTry):
             raise UserError(f"update-grub failed on {self.name} ({why})")
 
     def arm(self, steps: Steps) -> None:
-        if TRY_ID not in self.grub_cfg():
-            raise UserError(f"update-grub did not put rtforge's try entry into grub.cfg: is {TRY_SCRIPT} run by "
-                            "grub-mkconfig (/etc/grub.d)?")
-        self.new_entry, t = TRY_ID, self.target.t
-        steps.run(self.ARM_STEP,
-                  lambda: t.run(["grub-reboot", TRY_ID], sudo=True, check=True, step="grub-reboot"),
-                  lambda: t.run(["grub-editenv", self.grubenv_path(), "unset", "next_entry"], sudo=True))
+        # The try entry is the arming: undone with it (a try that boots but
+        # fails verification leaves no entry behind either).
+        t, path = self.target.t, self.target.path(TRY_SCRIPT)
+        script = self.payload.script()
+
+        def arm():
+            t.write_bytes(path, script.encode(), sudo=True, step=f"writing {TRY_SCRIPT}")
+            t.run(["chmod", "755", path], sudo=True, check=True, step=f"chmod {TRY_SCRIPT}")
+            self.update_grub()
+            if TRY_ID not in self.grub_cfg():
+                raise UserError(f"update-grub did not put rtforge's try entry into grub.cfg: is {TRY_SCRIPT} run by "
+                                "grub-mkconfig (/etc/grub.d)?")
+            t.run(["grub-reboot", TRY_ID], sudo=True, check=True, step="grub-reboot")
+
+        def disarm():
+            t.run(["grub-editenv", self.grubenv_path(), "unset", "next_entry"], sudo=True)
+            t.run(["rm", "-f", "--", path], sudo=True)
+            self.target.update_grub()
+        self.new_entry = TRY_ID
+        steps.run(self.ARM_STEP, arm, disarm)
 
     def tried(self, after: TargetFacts) -> bool | None:
         return self.payload.marker in after.cmdline.split()
