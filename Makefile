@@ -58,9 +58,11 @@ run: setup
 test: setup lint
 	$(BIN)/pytest
 
-# The fast loop: linters and the tests that neither build a kernel nor boot a guest.
+# The fast loop: linters and the tests that neither build a kernel nor boot a
+# guest, nor take many seconds (`slow`: end-to-end deploys, reboots and
+# reconnections over SSH; `make test` runs them).
 check: setup lint
-	$(BIN)/pytest -m "not kernel and not guest"
+	$(BIN)/pytest -m "not kernel and not guest and not slow"
 
 lint: setup
 	$(BIN)/ruff check src tests bench

@@ -208,6 +208,7 @@ def test_a_cpu_shared_with_another_program_is_called_out(store):
 
 
 @pytest.mark.root
+@pytest.mark.slow
 def test_bench_on_a_board_over_ssh(board, store):
     before = workdirs()
     r = run_bench(BenchSpec(n=10, threads=[1, 2], repeat=2, warmup=0, stress_s=1), store, transport=board)

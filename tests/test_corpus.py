@@ -137,6 +137,7 @@ def test_a_blog_csv_with_late_samples_fails_a_short_cycle(tmp_path, capsys):
     assert capsys.readouterr().out.startswith("UNKNOWN: ")  # below 1 ms nothing is proven, nor is a pass
 
 
+@pytest.mark.slow
 def test_every_imported_run_renders_a_report_and_a_cdf(tmp_path, capsys):
     rd = ["--results-dir", str(tmp_path / "store")]
     for name in FILES:

@@ -56,6 +56,7 @@ def tree_dpkg(root, *args) -> subprocess.CompletedProcess:
     return subprocess.run(["dpkg-query", f"--root={root}", *args], capture_output=True, text=True)
 
 
+@pytest.mark.slow
 def test_official_kernel_is_installed_by_apt_tried_verified_and_committed(official):
     board, root = official()
     original = (root / "boot/firmware/config.txt").read_bytes()
@@ -80,6 +81,7 @@ def test_official_kernel_is_installed_by_apt_tried_verified_and_committed(offici
     assert now.kernel == IMAGE and PACKAGE in kernels[0].board
 
 
+@pytest.mark.slow
 def test_official_kernel_that_panics_falls_back_and_is_purged(official):
     board, root = official(behaviour="panics")
     original = (root / "boot/firmware/config.txt").read_bytes()
@@ -94,6 +96,7 @@ def test_official_kernel_that_panics_falls_back_and_is_purged(official):
     assert pikernels.installed(board)[0] == []
 
 
+@pytest.mark.slow
 def test_a_package_without_preempt_rt_is_refused_before_the_reboot(official):
     board, root = official(rt=False)
     boot_id = board.boot_state[2]

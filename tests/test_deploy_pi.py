@@ -124,6 +124,7 @@ def test_checksum_mismatch_on_the_board_unwinds(pi):
     assert snapshot(root) == before
 
 
+@pytest.mark.slow
 def test_connection_cut_during_upload_unwinds_once_it_is_back(pi, sshd):
     board, bundle, root = pi()
     before = snapshot(root)
@@ -141,6 +142,7 @@ def test_connection_cut_during_upload_unwinds_once_it_is_back(pi, sshd):
     assert snapshot(root) == before  # the cleanup waited for the board and undid the modules
 
 
+@pytest.mark.slow
 def test_board_not_returning_leaves_config_untouched(pi):
     board, bundle, root = pi(behaviour="hangs")
     (root / "proc/sys/kernel").mkdir(parents=True)
@@ -163,6 +165,7 @@ def test_board_not_returning_leaves_config_untouched(pi):
     assert board.running == OLD.release
 
 
+@pytest.mark.slow
 def test_kernel_that_panics_falls_back_and_is_removed(pi):
     board, bundle, root = pi(behaviour="panics")
     before = snapshot(root)
@@ -172,6 +175,7 @@ def test_kernel_that_panics_falls_back_and_is_removed(pi):
     assert snapshot(root) == before  # tryboot.txt, boot files, modules and staging all gone
 
 
+@pytest.mark.slow
 def test_kernel_that_is_not_rt_is_not_committed(pi):
     board, bundle, root = pi(version="#1 SMP PREEMPT Fri Nov 20 12:00:00 UTC 2026")
     original = config(root)
@@ -185,6 +189,7 @@ def test_kernel_that_is_not_rt_is_not_committed(pi):
     assert board.running == OLD.release
 
 
+@pytest.mark.slow
 def test_firmware_without_tryboot_needs_no_try(pi):
     board, bundle, root = pi(realtime=True)
     (root / "proc/device-tree/chosen/bootloader/tryboot").unlink()
@@ -198,6 +203,7 @@ def test_firmware_without_tryboot_needs_no_try(pi):
     assert backup.read_bytes() == original
 
 
+@pytest.mark.slow
 def test_redeploying_replaces_the_block(pi, tmp_path):
     board, bundle, root = pi(realtime=True)
     assert deploy_pi(board, bundle).ok
@@ -210,6 +216,7 @@ def test_redeploying_replaces_the_block(pi, tmp_path):
     assert board.running == "6.12.1-rt6-rtforge"
 
 
+@pytest.mark.slow
 def test_kernels_list_remove_and_rollback(pi, tmp_path):
     from rtforge.device import pikernels
 

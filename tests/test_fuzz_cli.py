@@ -367,6 +367,7 @@ def test_fuzz_plot_and_report(world, command, refs, out, results, damage, kind, 
 # -- a few real processes ----------------------------------------------------------------------------
 
 @pytest.mark.parametrize("limit", [None, 2048])
+@pytest.mark.slow
 def test_real_processes_with_hostile_input(world, limit):
     """The installed command, run as a process (with and without a file size limit)."""
     case = Case(world)

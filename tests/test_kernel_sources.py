@@ -85,6 +85,7 @@ def test_debian_without_version_is_the_newest_installed(src612):
     assert newest.spec == "debian:" + installed[-1][13:-7]
 
 
+@pytest.mark.slow
 def test_debian_series_no_suite_offers_is_refused_without_root_and_without_touching_apt():
     """rtforge's apt is private: it needs no root and leaves the system's apt alone."""
     if os.geteuid() != 0 or not shutil.which("setpriv"):

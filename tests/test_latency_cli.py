@@ -179,6 +179,7 @@ def test_sigterm_is_an_interrupt_too(tmp_path):
 
 
 @pytest.mark.root
+@pytest.mark.slow
 def test_a_killed_rtforge_leaves_the_run_going_to_its_end_and_listed(tmp_path, capsys):
     """As on a board: the runner owns the run, not rtforge.  It ends on its
     own, stops its loads, and the next `runs` finishes it in the store."""

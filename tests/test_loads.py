@@ -43,6 +43,7 @@ def groups(store, run_id: str) -> dict[str, int]:
 
 @pytest.mark.root
 @pytest.mark.parametrize("name", ALL)
+@pytest.mark.slow
 def test_each_load_runs_and_its_whole_group_is_stopped(name, store):
     started = start_run(LatencySpec(duration_s=30, loads=[name], settle_s=1), store)
     run_dir = store.run_dir(started.run.run_id)

@@ -51,6 +51,7 @@ def assert_whole(shown: dict, seconds: float, rd: Path) -> None:
     assert wait_gone(run_sessions(rd / "runs" / shown["run_id"] / "raw" / "runner")) == []
 
 
+@pytest.mark.slow
 def test_a_dropped_connection_loses_nothing(board, sshd, tmp_path):
     env, tag = cli_env(tmp_path)
     p = start_cli(env, "latency", "board", "--ssh-config", str(sshd.ssh_config), "--duration", "6s",
@@ -72,6 +73,7 @@ def test_a_dropped_connection_loses_nothing(board, sshd, tmp_path):
     assert wait_for(lambda: not tagged(tag), timeout=10)  # no ping, no ssh master left here
 
 
+@pytest.mark.slow
 def test_killing_the_host_command_leaves_the_run_going_and_attach_collects_it(board, sshd, tmp_path, capsys):
     env, tag = cli_env(tmp_path)
     p = start_cli(env, "latency", "board", "--ssh-config", str(sshd.ssh_config), "--duration", "5s",
@@ -88,6 +90,7 @@ def test_killing_the_host_command_leaves_the_run_going_and_attach_collects_it(bo
     assert_whole(shown, 5, tmp_path / "results")
 
 
+@pytest.mark.slow
 def test_ctrl_c_lets_go_of_the_run_and_fetch_brings_it_later(board, sshd, tmp_path, capsys):
     env, tag = cli_env(tmp_path)
     p = start_cli(env, "latency", "board", "--ssh-config", str(sshd.ssh_config), "--duration", "4s",
@@ -106,6 +109,7 @@ def test_ctrl_c_lets_go_of_the_run_and_fetch_brings_it_later(board, sshd, tmp_pa
 
 
 @pytest.mark.parametrize("what", ["runner", "runner+probe", "reboot"])
+@pytest.mark.slow
 def test_a_killed_runner_leaves_a_partial_run_that_fetch_brings(board, sshd, tmp_path, capsys, store, what):
     started = start_run(LatencySpec(duration_s=60, loads=["cpu", "zero"], checkpoint_s=1, settle_s=1), store, board)
     d = Path(started.run.dir)
@@ -142,6 +146,7 @@ def test_a_killed_runner_leaves_a_partial_run_that_fetch_brings(board, sshd, tmp
     assert wait_gone(sids) == [] and not d.exists()
 
 
+@pytest.mark.slow
 def test_a_second_run_is_refused_and_stop_ends_the_first(board, sshd, tmp_path, capsys):
     rd = str(tmp_path / "results")
     cfg = str(sshd.ssh_config)
@@ -169,6 +174,7 @@ def test_a_second_run_is_refused_and_stop_ends_the_first(board, sshd, tmp_path, 
     assert busy_with(board) is None
 
 
+@pytest.mark.slow
 def test_detached_run_survives_a_cut_and_attach_follows_it_to_the_end(board, sshd, tmp_path, capsys):
     rd = str(tmp_path / "results")
     cfg = str(sshd.ssh_config)
@@ -213,6 +219,7 @@ class _CutDuringStart:
         transport._exec = _exec
 
 
+@pytest.mark.slow
 def test_a_connection_lost_while_the_run_starts_is_asked_again(board, store):
     """Seen in CI: `start` lost under a dropped link while the run began on
     the board; rtforge said it could not start and left it measuring."""

@@ -36,6 +36,7 @@ def board_runs() -> set[str]:
     return set(os.listdir(RUNS)) if RUNS.exists() else set()
 
 
+@pytest.mark.slow
 def test_a_whole_run_with_loads_lands_in_the_store(board, sshd, tmp_path, capsys):
     rd = tmp_path / "results"
     before = board_runs()
@@ -119,6 +120,7 @@ def test_a_login_without_sudo_is_told_what_to_do(sshd, store):
         t.close()
 
 
+@pytest.mark.slow
 def test_the_cyclictest_engine_runs_on_the_board_too(board, store):
     """cyclictest, with the probe beside it for telemetry, under the runner."""
     started = start_run(LatencySpec(duration_s=3, engine="cyclictest", loads=["zero"], settle_s=1), store, board)

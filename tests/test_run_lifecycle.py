@@ -69,6 +69,7 @@ def test_detach_attach_and_stop_here(tmp_path, capsys):
 
 @pytest.mark.root
 @pytest.mark.parametrize("kill", ["rtforge", "rtforge+runner"])
+@pytest.mark.slow
 def test_a_cyclictest_run_is_complete_only_when_it_ran_its_course(tmp_path, capsys, kill):
     """Issue 11 item 6: cyclictest ends cleanly on SIGTERM with its JSON
     written, which used to be stored as a complete run."""
@@ -123,6 +124,7 @@ def test_a_killed_probe_shows_what_its_series_holds(tmp_path, capsys):
 
 @pytest.mark.root
 @pytest.mark.parametrize("kill", ["rtforge", "everything"])
+@pytest.mark.slow
 def test_the_io_load_leaves_no_scratch_folder_behind(tmp_path, capsys, kill):
     """Issue 11 item 14: the io load writes into the run's own folder (never
     /tmp), which the runner removes -- or, when the runner was killed too,

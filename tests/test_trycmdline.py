@@ -38,6 +38,7 @@ def test_edit_cmdline():
         "a=1 isolcpus=3 nohz_full=3"
 
 
+@pytest.mark.slow
 def test_a_good_command_line_is_tried_and_committed(pi):
     board, root = pi
     original = (root / "boot/firmware/config.txt").read_bytes()
@@ -64,6 +65,7 @@ def test_a_command_line_the_kernel_panics_with_falls_back(pi):
     assert not (root / "boot/firmware" / FILE).exists() and not (root / "boot/firmware/tryboot.txt").exists()
 
 
+@pytest.mark.slow
 def test_a_kernel_block_and_a_command_line_block_live_side_by_side(pi, tmp_path):
     board, root = pi
     bundle_dir, sha = make_bundle(tmp_path / "bundle", RT)

@@ -47,6 +47,7 @@ def state(root) -> dict | None:
 
 
 @pytest.mark.root
+@pytest.mark.slow
 def test_isolate_words_are_tried_committed_shown_and_reverted_exactly(sshd, pi_root):
     board = make_pi(sshd, pi_root)
     config = (pi_root / "boot/firmware/config.txt").read_bytes()
@@ -99,6 +100,7 @@ def test_revert_after_cmdline_txt_was_edited_still_boots_the_text_from_before(ss
 
 
 @pytest.mark.root
+@pytest.mark.slow
 def test_runtime_settings_are_planned_again_after_the_try_and_both_are_reverted(sshd, pi_root):
     board = make_pi(sshd, pi_root)
     runtime = pi_root / "proc/sys/kernel/sched_rt_runtime_us"
@@ -116,6 +118,7 @@ def test_runtime_settings_are_planned_again_after_the_try_and_both_are_reverted(
 
 
 @pytest.mark.root
+@pytest.mark.slow
 def test_words_the_kernel_panics_with_fall_back_and_leave_no_record(sshd, pi_root):
     board = make_pi(sshd, pi_root, panics_with=("nohz_full=3",))
     config = (pi_root / "boot/firmware/config.txt").read_bytes()
