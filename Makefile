@@ -2,7 +2,7 @@
 # Both run `setup` first, which is idempotent: it installs missing Debian
 # packages (when root), creates .venv and installs rtforge with its test extras.
 # `make check` is the fast loop for daily work (no kernel builds, no QEMU
-# guests; 8.7 min on 2 cores, the goal is 5), with the linters.
+# guests, no `slow` end-to-end tests; 4.1 min on 2 cores), with the linters.
 
 PYTHON ?= python3
 VENV   := .venv
