@@ -23,6 +23,7 @@ from ..errors import UserError
 from .boards import Board, get_board
 from .fetch import kernel_cache
 from .kbuild import FRAGMENTS, ConfigResult, configure, make_argv, run_make
+from .kconfig import parse_option
 from .package import package
 from .rtpatch import prepare_rt_tree
 from .sources import prepare_source
@@ -97,6 +98,8 @@ def build_kernel(spec: BuildSpec, progress: Progress | None = None) -> BuildResu
     for p in spec.user_fragments:
         if not Path(p).is_file():
             raise UserError(f"-k {p}: no such fragment file")
+    for o in spec.options:          # bad input is refused before any step starts
+        parse_option(o)
     tools.require(tools_before(board, spec), "this kernel build")
     source = prepare_source(spec.source or board.default_source, report)
     rt = prepare_rt_tree(source, board.arch, spec.rt_patch, progress=report)
