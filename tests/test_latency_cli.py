@@ -326,24 +326,9 @@ def test_show_errors(tmp_path, capsys):
 @pytest.mark.root
 def test_live_progress_on_a_terminal(tmp_path):
     """On a terminal: elapsed/total and the max so far per CPU, redrawn."""
-    import pty
-
     # a terminal that can redraw (CI's TERM=dumb would rightly get no live line)
     env = {**os.environ, "RTFORGE_RESULTS_DIR": str(tmp_path / "results"), "COLUMNS": "160", "TERM": "xterm"}
-    pid, fd = pty.fork()
-    if pid == 0:
-        os.execvpe(sys.executable, [sys.executable, "-m", "rtforge", "latency", "--duration", "4s"], env)
-    out = b""
-    while True:
-        try:
-            chunk = os.read(fd, 4096)
-        except OSError:
-            break
-        if not chunk:
-            break
-        out += chunk
-    _, status = os.waitpid(pid, 0)
-    text = out.decode(errors="replace")
-    assert os.waitstatus_to_exitcode(status) == 0, text[-500:]
+    code, text = procs.run_on_pty([sys.executable, "-m", "rtforge", "latency", "--duration", "4s"], env)
+    assert code == 0, text[-500:]
     assert "measuring" in text and re.search(r"\d+/4 s", text) and re.search(r"CPU0 max \d+\.\d µs", text)
     assert "stored as" in text

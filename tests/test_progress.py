@@ -14,6 +14,8 @@ from rich.console import Console
 
 from rtforge.cli.common import LiveLine
 
+from .support.procs import run_on_pty
+
 
 def test_one_line_per_step_and_one_every_30_s_within_it(monkeypatch, capsys):
     clock = [100.0]
@@ -45,23 +47,8 @@ def test_a_terminal_that_redraws_gets_no_plain_lines(monkeypatch, capsys):
 @pytest.mark.root
 def test_latency_on_a_dumb_terminal_prints_plain_progress(tmp_path):
     """TERM=dumb on a real pty: rich draws no live line there, so the plain lines say how far the run is."""
-    import pty
-
     env = {**os.environ, "RTFORGE_RESULTS_DIR": str(tmp_path / "results"), "COLUMNS": "160", "TERM": "dumb"}
-    pid, fd = pty.fork()
-    if pid == 0:
-        os.execvpe(sys.executable, [sys.executable, "-m", "rtforge", "latency", "--duration", "3s"], env)
-    out = b""
-    while True:
-        try:
-            chunk = os.read(fd, 4096)
-        except OSError:
-            break
-        if not chunk:
-            break
-        out += chunk
-    _, status = os.waitpid(pid, 0)
-    text = out.decode(errors="replace")
-    assert os.waitstatus_to_exitcode(status) == 0, text[-500:]
+    code, text = run_on_pty([sys.executable, "-m", "rtforge", "latency", "--duration", "3s"], env)
+    assert code == 0, text[-500:]
     assert re.search(r"^measuring \d+/3 s +CPU0 max \d+\.\d µs.* \(\d+ s\)\r?$", text, re.M), text[-800:]
     assert "stored as" in text

@@ -3,6 +3,7 @@
     proc_stat(pid)       /proc/PID/stat parsed (None once the process is gone)
     free_port()          a free TCP port on loopback
     start_cli(env, ...)  rtforge as a separate process in its own session
+    run_on_pty(argv, env)  a program on a real terminal: (exit code, what it showed)
 """
 
 from __future__ import annotations
@@ -52,3 +53,24 @@ def start_cli(env: dict, *argv) -> subprocess.Popen:
     """`python -m rtforge ARGV` in its own session (a terminal's Ctrl-C is the test's to send)."""
     return subprocess.Popen([sys.executable, "-m", "rtforge", *argv], env=env, start_new_session=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def run_on_pty(argv: list[str], env: dict[str, str]) -> tuple[int, str]:
+    """Run argv on a new pseudo-terminal (its stdout and stderr), to the end."""
+    import os
+    import pty
+
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.execvpe(argv[0], argv, env)
+    out = b""
+    while True:
+        try:
+            chunk = os.read(fd, 4096)
+        except OSError:         # EIO: the child closed the terminal
+            break
+        if not chunk:
+            break
+        out += chunk
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status), out.decode(errors="replace")

@@ -26,7 +26,7 @@ import subprocess
 import tarfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 from ..errors import UserError
 from .bundle import sha256_file
@@ -88,6 +88,35 @@ def deb_marker(deb: KernelDeb) -> str | None:
     return None
 
 
+_SUBMENU_RE = re.compile(r"submenu\s.*\$menuentry_id_option\s+'([^']+)'")
+_ENTRY_RE = re.compile(r"menuentry\s.*\$menuentry_id_option\s+'([^']+)'")
+
+
+def grub_entries(grub_cfg: str) -> Iterator[tuple[str, list[str], bool]]:
+    """Each menu entry of a grub.cfg written by grub-mkconfig: its grub-reboot
+    argument ("SUBMENU_ID>ENTRY_ID" inside a submenu), its lines (stripped,
+    from the menuentry line to its closing brace) and whether it is complete
+    (a cut-off file ends inside one)."""
+    submenu, sub_depth, depth, entry, block, start = None, 0, 0, "", None, 0
+    for line in grub_cfg.splitlines():
+        s = line.strip()
+        if block is None:
+            if m := _SUBMENU_RE.match(s):
+                submenu, sub_depth = m[1], depth
+            elif m := _ENTRY_RE.match(s):
+                entry, block, start = (f"{submenu}>{m[1]}" if submenu else m[1]), [], depth
+        if block is not None:
+            block.append(s)
+        depth += s.count("{") - s.count("}")
+        if block is not None and depth <= start:
+            yield entry, block, True
+            block = None
+        if submenu and depth <= sub_depth:
+            submenu = None
+    if block is not None:
+        yield entry, block, False
+
+
 def menu_entries(grub_cfg: str) -> dict[str, str]:
     """{kernel release: grub-reboot argument} for the Linux entries of grub.cfg.
 
@@ -95,19 +124,13 @@ def menu_entries(grub_cfg: str) -> dict[str, str]:
     one kernel for good; Debian's first, simple entry always means "the
     newest kernel", so it is used only when there is nothing better."""
     out: dict[str, str] = {}
-    submenu, sub_depth, depth, current = None, 0, 0, None
-    for line in grub_cfg.splitlines():
-        s = line.strip()
-        if m := re.match(r"submenu\s.*\$menuentry_id_option\s+'([^']+)'", s):
-            submenu, sub_depth = m[1], depth
-        elif m := re.match(r"menuentry\s.*\$menuentry_id_option\s+'([^']+)'", s):
-            current = f"{submenu}>{m[1]}" if submenu else m[1]
-        elif (m := re.match(r"linux\s+\S*vmlinuz-(\S+)", s)) and current and "recovery" not in current:
-            if m[1] not in out or (">" in current and ">" not in out[m[1]]):
-                out[m[1]] = current
-        depth += s.count("{") - s.count("}")
-        if submenu and depth <= sub_depth:
-            submenu = None
+    for entry, block, _ in grub_entries(grub_cfg):
+        if "recovery" in entry:
+            continue
+        for s in block:
+            if (m := re.match(r"linux\s+\S*vmlinuz-(\S+)", s)) and (m[1] not in out or
+                                                                   (">" in entry and ">" not in out[m[1]])):
+                out[m[1]] = entry
     return out
 
 

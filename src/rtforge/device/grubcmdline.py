@@ -29,7 +29,7 @@ import secrets
 from typing import Callable
 
 from ..errors import UserError
-from .deploy_grub import GrubTry
+from .deploy_grub import GrubTry, grub_entries
 from .steps import Steps
 from .target import Target, TargetFacts
 from .trycmdline import edit_cmdline
@@ -61,6 +61,12 @@ def dropin_words(text: str | None) -> list[str]:
     return m[1].split() if m else []
 
 
+def _update_grub(board: Target) -> str | None:
+    """Run update-grub; None when it worked, else why not (its last error line)."""
+    r = board.update_grub()
+    return (r.stderr.strip().splitlines() or [f"exit status {r.returncode}"])[-1] if r.returncode else None
+
+
 def read_dropin(board: Target) -> str | None:
     r = board.t.run(["cat", "--", board.path(DROPIN)], sudo=True)
     return r.stdout if r.returncode == 0 else None
@@ -78,11 +84,10 @@ def put_dropin(board: Target, text: str | None) -> None:
             t.run(["mkdir", "-p", "--", path.rsplit("/", 1)[0]], sudo=True, check=True, step="creating grub.d")
             t.write_bytes(path, value.encode(), sudo=True, step=f"writing {DROPIN}")
     put(text)
-    r = board.update_grub()
-    if r.returncode:
+    why = _update_grub(board)
+    if why:
         put(old)
         board.update_grub()
-        why = (r.stderr.strip().splitlines() or [f"exit status {r.returncode}"])[-1]
         raise UserError(f"update-grub failed on {board.name} ({why}), so {DROPIN} was put back as it was: "
                         "fix /etc/default/grub and try again")
 
@@ -90,22 +95,9 @@ def put_dropin(board: Target, text: str | None) -> None:
 def entry_block(grub_cfg: str, entry: str) -> list[str]:
     """The lines of the menu entry `entry` (a grub-reboot argument, "SUB>ID"
     inside a submenu), from its menuentry line to its closing brace."""
-    submenu, sub_depth, depth, block, start = None, 0, 0, None, 0
-    for line in grub_cfg.splitlines():
-        s = line.strip()
-        if block is None:
-            if m := re.match(r"submenu\s.*\$menuentry_id_option\s+'([^']+)'", s):
-                submenu, sub_depth = m[1], depth
-            elif (m := re.match(r"menuentry\s.*\$menuentry_id_option\s+'([^']+)'", s)) and \
-                    (f"{submenu}>{m[1]}" if submenu else m[1]) == entry:
-                block, start = [], depth
-        if block is not None:
-            block.append(s)
-        depth += s.count("{") - s.count("}")
-        if block is not None and depth <= start:
+    for found, block, complete in grub_entries(grub_cfg):
+        if found == entry and complete:
             return block
-        if submenu and depth <= sub_depth:
-            submenu = None
     raise UserError(f"grub.cfg has no complete menu entry {entry}: run update-grub and try again")
 
 
@@ -170,9 +162,7 @@ class GrubCmdlineTry(GrubTry):
     ARM_STEP = "the try entry, for the next boot only"
 
     def update_grub(self) -> None:
-        r = self.target.update_grub()
-        if r.returncode:
-            why = (r.stderr.strip().splitlines() or [f"exit status {r.returncode}"])[-1]
+        if why := _update_grub(self.target):
             raise UserError(f"update-grub failed on {self.name} ({why})")
 
     def arm(self, steps: Steps) -> None:

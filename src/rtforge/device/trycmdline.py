@@ -16,8 +16,8 @@ taking rtforge's block out of config.txt again when that makes the firmware
 read exactly that text (config.txt then comes back byte for byte), else as
 a file of rtforge's.
 
-A GRUB board would take the same payload shape with a GRUB drop-in
-(/etc/default/grub.d/) and a menu entry of its own to grub-reboot into.
+A GRUB board's command line goes the same way through a menu entry of
+rtforge's own (device/grubcmdline.py).
 """
 
 from __future__ import annotations
