@@ -195,7 +195,7 @@ def _series_values(col: list, div: float = 1.0) -> np.ndarray:
     return np.asarray([np.nan if x is None else x / div for x in col], dtype=float)
 
 
-def _interrupts(ax, run: RunResult, t: np.ndarray, scale: float, worst: int) -> list:
+def _interrupts(ax, run: RunResult, t: np.ndarray, scale: float, worst: int) -> None:
     """Interrupts per second on each CPU, and the irq/ threads' CPU use on a
     twin axis: the IRQ burst (a USB or network storm, the dwc_otg case) drawn
     under the latency spike it causes."""
@@ -217,7 +217,6 @@ def _interrupts(ax, run: RunResult, t: np.ndarray, scale: float, worst: int) -> 
         axt.set_ylabel("irq/ threads' CPU (%)")
         axt.set_ylim(bottom=0)
     ax.legend(handles=handles, loc="upper left", fontsize=7, ncol=3)
-    return handles
 
 
 def timeline(run: RunResult) -> Figure | None:
@@ -233,10 +232,8 @@ def timeline(run: RunResult) -> Figure | None:
     scale, unit = _time_unit(span)
     irqs = bool(series.get("irqs")) and any(v is not None for col in series["irqs"] for v in col)
     fig = Figure(figsize=(10, 8.4 if irqs else 6.4), layout="constrained")
-    if irqs:
-        ax, axi, ax2 = fig.subplots(3, 1, sharex=True, height_ratios=[3, 1.6, 2])
-    else:
-        ax, ax2 = fig.subplots(2, 1, sharex=True, height_ratios=[3, 2])
+    panels = fig.subplots(3 if irqs else 2, 1, sharex=True, height_ratios=[3, 1.6, 2] if irqs else [3, 2])
+    ax, ax2 = panels[0], panels[-1]
     maxes = [max((v for v in col if v is not None), default=-1) for col in series["max_ns"]]
     worst = int(np.argmax(maxes)) if maxes else -1
     for i, (cpu, col) in enumerate(zip(series["cpus"], series["max_ns"])):
@@ -248,9 +245,8 @@ def timeline(run: RunResult) -> Figure | None:
     ax.grid(True, alpha=0.3)
     ax.legend(loc="upper right", fontsize=8)
     ax.set_title(_title(run), fontsize=10)
-    panels = (ax, axi, ax2) if irqs else (ax, ax2)
     if irqs:
-        _interrupts(axi, run, t, scale, worst)
+        _interrupts(panels[1], run, t, scale, worst)
     tt = np.asarray(tel.get("t_s") or [], dtype=float)
     handles = []
     for name, col in (tel.get("temp_mc") or {}).items():
