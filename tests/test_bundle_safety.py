@@ -16,22 +16,12 @@ from pathlib import Path
 import pytest
 
 from rtforge.cli import main
-from rtforge.device.bundle import open_bundle, sha256_file, write_manifest
+from rtforge.device.bundle import open_bundle, sha256_file
 from rtforge.errors import UserError
 
+from .support.bootfiles import tiny_pi4_bundle
+
 PASSWD = Path("/etc/passwd")
-
-
-def make_bundle(root: Path) -> Path:
-    files = {"boot/kernel8-rtforge.img": b"\x00kernel", "boot/bcm2711-rpi-4-b.dtb": b"\xd0\x0d\xfe\xed",
-             "lib/modules/6.12.0-rt5/modules.dep": b""}
-    for rel, data in files.items():
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_bytes(data)
-    write_manifest(root, board="pi4-64", arch="arm64", machines=["aarch64"], models=["Raspberry Pi 4 Model B"],
-                   kernelrelease="6.12.0-rt5", image="kernel8-rtforge.img", uname_v_marker="PREEMPT_RT",
-                   qemu={"machine": "raspi3b", "cpu": None, "append": None, "dtb": "bcm2711-rpi-4-b.dtb"})
-    return root
 
 
 def manifest(root: Path) -> dict:
@@ -50,7 +40,7 @@ def verify(path: Path, capsys) -> tuple[int, str]:
 
 
 def test_a_good_bundle_verifies(tmp_path, capsys):
-    b = make_bundle(tmp_path / "b")
+    b = tiny_pi4_bundle(tmp_path / "b")
     assert verify(b, capsys)[0] == 0
     bundle = open_bundle(b)
     kernel = bundle.root / "boot" / bundle.image  # what kernel/boottest.py boots
@@ -111,7 +101,7 @@ ESCAPES = {
 
 @pytest.mark.parametrize("case", ESCAPES)
 def test_paths_that_leave_the_bundle_are_refused(tmp_path, capsys, case):
-    b = make_bundle(tmp_path / "b")
+    b = tiny_pi4_bundle(tmp_path / "b")
     ESCAPES[case](b)
     status, err = verify(b, capsys)
     assert status == 2 and err.count("\n") == 1, err
@@ -137,7 +127,7 @@ SHAPES = {
 
 @pytest.mark.parametrize("case", SHAPES)
 def test_manifests_of_the_wrong_shape_are_one_sentence(tmp_path, capsys, case):
-    b = make_bundle(tmp_path / "b")
+    b = tiny_pi4_bundle(tmp_path / "b")
     m = manifest(b)
     edits = {
         "version a string": ("manifest_version", "1"),
@@ -165,7 +155,7 @@ def _tar(path: Path, members: list[tuple[tarfile.TarInfo, bytes | None]], mode: 
 
 
 def test_a_cut_off_tarball_is_damaged_not_interrupted(tmp_path, capsys):
-    b = make_bundle(tmp_path / "b")
+    b = tiny_pi4_bundle(tmp_path / "b")
     good = tmp_path / "b.tar.gz"
     with tarfile.open(good, "w:gz") as tar:
         for p in sorted(b.iterdir()):

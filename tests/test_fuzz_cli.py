@@ -31,10 +31,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rtforge.cli import main
-from rtforge.device.bundle import write_manifest
 from rtforge.results.hist import Histogram
 from rtforge.results.model import CpuResult, RunResult
 from rtforge.results.store import Store
+
+from .support.bootfiles import tiny_pi4_bundle
 
 HERE = Path(__file__).parent
 GOLDEN = HERE / "golden" / "cyclictest"
@@ -80,13 +81,7 @@ def world(tmp_path_factory):
     canary.mkdir()
     (canary / "precious.txt").write_text("keep me")
     bundle = root / "bundle"
-    files = {"boot/kernel8-rtforge.img": b"kernel", "boot/x.dtb": b"dtb", "lib/modules/6.12-rt/m": b""}
-    for rel, data in files.items():
-        (bundle / rel).parent.mkdir(parents=True, exist_ok=True)
-        (bundle / rel).write_bytes(data)
-    write_manifest(bundle, board="pi4-64", arch="arm64", machines=["aarch64"], models=["Raspberry Pi 4 Model B"],
-                   kernelrelease="6.12-rt", image="kernel8-rtforge.img", uname_v_marker="PREEMPT_RT",
-                   qemu={"machine": "raspi3b", "cpu": None, "append": None, "dtb": "x.dtb"})
+    tiny_pi4_bundle(bundle)
     mounts = {}
     if IS_ROOT:  # a read-only and a full disk of our own, each holding a copy of the store
         for name in ("ro", "full"):

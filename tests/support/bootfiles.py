@@ -4,6 +4,9 @@ header kinds, a Raspberry Pi OS config.txt and cmdline.txt, every dtb."""
 from __future__ import annotations
 
 import struct
+from pathlib import Path
+
+from rtforge.device.bundle import write_manifest
 
 def arm64_image() -> bytes:
     """The 64-byte arm64 Image header (magic "ARM\\x64" at 0x38) and a body."""
@@ -77,3 +80,18 @@ def pi_boot_partition(root, extra: dict | None = None):
 
 def warned(choice, *words) -> bool:
     return any(all(w in msg for w in words) for msg in choice.warnings)
+
+
+def tiny_pi4_bundle(root: Path) -> Path:
+    """The smallest valid pi4-64 bundle (a kernel, a dtb, a modules tree and
+    the manifest that names them): the base the bundle-safety and fuzz tests
+    damage in their own ways."""
+    files = {"boot/kernel8-rtforge.img": b"\x00kernel", "boot/bcm2711-rpi-4-b.dtb": b"\xd0\x0d\xfe\xed",
+             "lib/modules/6.12.0-rt5/modules.dep": b""}
+    for rel, data in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_bytes(data)
+    write_manifest(root, board="pi4-64", arch="arm64", machines=["aarch64"], models=["Raspberry Pi 4 Model B"],
+                   kernelrelease="6.12.0-rt5", image="kernel8-rtforge.img", uname_v_marker="PREEMPT_RT",
+                   qemu={"machine": "raspi3b", "cpu": None, "append": None, "dtb": "bcm2711-rpi-4-b.dtb"})
+    return root
