@@ -60,6 +60,13 @@ def kbuild_env() -> dict[str, str]:
     # build directories of one tree (pi4-64 and pi5 share arm64's defconfig)
     # and a moved cache reuse each other's objects.
     env.setdefault("CCACHE_BASEDIR", str(paths.cache_dir() / "kernel"))
+    # ...which needs the working directory out of the hash too: with -g
+    # (arm64's defconfig has debug info) ccache otherwise hashes the build
+    # directory and two boards never share an object.  The price is a
+    # DW_AT_comp_dir naming the other build directory in a shared object's
+    # debug info; nothing rtforge installs carries it (the Image has no debug
+    # info, modules are installed stripped).
+    env.setdefault("CCACHE_NOHASHDIR", "1")
     # Same user/host on every build: uname -v then only differs by the build's time.
     env.setdefault("KBUILD_BUILD_USER", "rtforge")
     env.setdefault("KBUILD_BUILD_HOST", "rtforge")

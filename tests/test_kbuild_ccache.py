@@ -1,0 +1,46 @@
+"""Two build directories of one kernel tree share ccache's objects.
+
+pi4-64 and pi5 build arm64's defconfig (which has debug info, so -g) into
+build directories of their own; the second board must hit the cache the
+first filled.  Checked with the real ccache and gcc, in the build layout
+rtforge uses (the tree and the build directories below the kernel cache),
+by ccache's own statistics.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import pytest
+
+from rtforge.kernel.kbuild import kbuild_env
+
+pytestmark = pytest.mark.skipif(shutil.which("ccache") is None, reason="ccache (make setup installs it)")
+
+
+def _stats(env) -> dict[str, int]:
+    out = subprocess.run(["ccache", "--print-stats"], env=env, capture_output=True, text=True, check=True).stdout
+    return {k: int(v) for k, v in (line.split("\t") for line in out.splitlines() if "\t" in line)}
+
+
+def test_a_second_build_directory_hits_the_first_ones_objects(tmp_path, monkeypatch):
+    monkeypatch.setenv("RTFORGE_CACHE_DIR", str(tmp_path / "cache"))
+    for var in ("CCACHE_DIR", "CCACHE_BASEDIR", "CCACHE_NOHASHDIR", "CCACHE_HASHDIR", "CCACHE_DISABLE"):
+        monkeypatch.delenv(var, raising=False)
+    env = kbuild_env()
+    kernel = tmp_path / "cache" / "kernel"
+    src = kernel / "src" / "linux"
+    src.mkdir(parents=True)
+    (src / "fork.c").write_text("int rtforge_fork(int x) { return x * 2 + 1; }\n")
+    for board in ("pi4-64", "pi5"):
+        out = kernel / "build" / f"linux-{board}"
+        out.mkdir(parents=True)
+        # a Kbuild-like command line: relative source path, -g, object in the build dir
+        subprocess.run(["ccache", "gcc", "-g", "-O2", "-c", "../../src/linux/fork.c", "-o", "fork.o"],
+                       cwd=out, env=env, check=True)
+    stats = _stats(env)
+    hits = stats.get("direct_cache_hit", 0) + stats.get("preprocessed_cache_hit", 0)
+    assert stats.get("cache_miss") == 1 and hits == 1, stats
+    # and the hit is a real object
+    assert (kernel / "build" / "linux-pi5" / "fork.o").read_bytes()[:4] == b"\x7fELF"
