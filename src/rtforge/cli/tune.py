@@ -73,6 +73,10 @@ def tune(
                         highlight=False)
             c.print(f"applied {len(result.applied)} of {total}; the values before are saved in {where}: "
                     f"undo with rtforge tune {host_arg(host)}--revert", highlight=False)
+            # Like a deploy that fell back: the isolation asked for is not in place.  A runtime
+            # setting the kernel refuses (a managed IRQ's affinity) is named above but does not
+            # fail the command: isolcpus=managed_irq is the fix for those, and it boots.
+            return 1 if result.boot and not result.boot.ok else 0
     finally:
         board.t.close()
     return 0
