@@ -16,24 +16,34 @@ ALLOWED = {
     "results": set(),
     "report": {"results"},
 }
-SHARED = {"errors", "paths", "procfs", "preempt", "__init__"}
+# the top-level modules every layer may use; they use no layer themselves
+SHARED = {"errors", "paths", "procfs", "preempt", "tools", "__init__"}
 
 
-def imported_layers(path: Path) -> set[str]:
-    tree = ast.parse(path.read_text())
+def top(name: str) -> str:
+    """A name imported from the rtforge package itself: a module or layer, else (a
+    name such as __version__) something of its __init__."""
+    return name if (SRC / name).is_dir() or (SRC / f"{name}.py").exists() else "__init__"
+
+
+def imported_layers(path: Path, source: str | None = None) -> set[str]:
+    tree = ast.parse(path.read_text() if source is None else source)
     rel = path.relative_to(SRC).parts
     out = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom):
             if node.level:  # relative: resolve against the module's package
                 base = list(rel[:-1])[: len(rel) - node.level]
-                parts = base + (node.module.split(".") if node.module else [])
-            elif node.module and node.module.startswith("rtforge"):
-                parts = node.module.split(".")[1:]
-            else:
-                continue
-            if parts:
-                out.add(parts[0])
+                if node.module:
+                    out.add((base + node.module.split("."))[0])
+                elif base:  # `from . import transport`: a module of this layer
+                    out.add(base[0])
+                else:  # `from .. import tools`: each name is a module of the package, or of its __init__
+                    out |= {top(a.name) for a in node.names}
+            elif node.module and node.module.startswith("rtforge."):
+                out.add(node.module.split(".")[1])
+            elif node.module == "rtforge":
+                out |= {top(a.name) for a in node.names}
         elif isinstance(node, ast.Import):
             out |= {a.name.split(".")[1] for a in node.names if a.name.startswith("rtforge.")}
     return out
@@ -46,6 +56,18 @@ def test_no_layer_imports_from_above():
             for target in imported_layers(path) - allowed - SHARED - {layer}:
                 bad.append(f"{path.relative_to(SRC)} imports {target}")
     assert bad == []
+
+
+def test_shared_modules_import_no_layer():
+    bad = [f"{name}.py imports {target}" for name in sorted(SHARED - {"__init__"})
+           for target in imported_layers(SRC / f"{name}.py") - SHARED]
+    assert bad == []
+
+
+def test_relative_imports_of_a_package_are_seen():
+    """`from .. import tools` names modules, not a package: the walk must see them."""
+    source = "from .. import tools, report, __version__\nfrom rtforge import cli\nfrom . import transport\n"
+    assert imported_layers(SRC / "device" / "x.py", source) == {"tools", "report", "__init__", "cli", "device"}
 
 
 def test_no_module_over_500_lines():
