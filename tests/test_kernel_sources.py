@@ -325,3 +325,12 @@ def test_version_needs_a_kernel_makefile(tmp_path):
     (tmp_path / "Makefile").write_text("all:\n\ttrue\n")
     with pytest.raises(UserError, match="no VERSION/PATCHLEVEL"):
         read_kernel_version(tmp_path)
+
+
+@pytest.mark.parametrize("argv", [["kernel", "build", "--help"], ["kernel", "source", "--help"]])
+def test_help_shows_every_spec_form(argv):
+    """The help texts are Rich markup, where "[@REF]" would vanish as a tag."""
+    out = subprocess.run([sys.executable, "-m", "rtforge", *argv], capture_output=True, text=True,
+                         env={**os.environ, "COLUMNS": "200"}, check=True).stdout
+    for form in ("rpi[:BRANCH]", "git:URL[@REF]", "tar:PATH|URL", "dir:PATH", "debian[:X.Y|:latest]"):
+        assert form in out, (form, out)

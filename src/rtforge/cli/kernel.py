@@ -23,6 +23,8 @@ from . import app
 from .common import RESULTS_DIR, LiveLine
 from .render import make_console
 
+SPEC_RICH = SPEC_HELP.replace("[", "\\[")   # help texts are Rich markup, which would eat "[@REF]"
+
 kernel_app = typer.Typer(no_args_is_help=True, help="Build PREEMPT_RT kernels for Raspberry Pis and other boards.")
 app.add_typer(kernel_app, name="kernel")
 
@@ -54,9 +56,9 @@ def _emulated(b) -> str:
 
 
 @kernel_app.command(help="Fetch (or reuse) a kernel source tree; with --board, prove PREEMPT_RT can be enabled "
-                         "in it (with --rt-patch: by patching a copy).  SPEC: " + SPEC_HELP.replace("[", "\\[") + ".")
+                         "in it (with --rt-patch: by patching a copy).  SPEC: " + SPEC_RICH + ".")
 def source(
-    spec: str = typer.Argument(..., help=SPEC_HELP),
+    spec: str = typer.Argument(..., help=SPEC_RICH),
     board: Optional[str] = typer.Option(None, "--board", "-b", help="check RT enablement for this board's arch"),
     rt_patch: Optional[str] = typer.Option(None, "--rt-patch", help="PATH|URL|auto: an RT patch or series"),
     as_json: bool = typer.Option(False, "--json", help="print the result as JSON"),
@@ -82,7 +84,7 @@ def source(
 @kernel_app.command()
 def build(
     board: str = typer.Option(..., "--board", "-b", help="board name (rtforge kernel boards)"),
-    source: Optional[str] = typer.Option(None, "--source", "-s", help=SPEC_HELP + " (default: the board's)"),
+    source: Optional[str] = typer.Option(None, "--source", "-s", help=SPEC_RICH + " (default: the board's)"),
     rt_patch: Optional[str] = typer.Option(
         None, "--rt-patch", help="PATH|URL|auto: an RT patch or series, when the tree needs one"
     ),

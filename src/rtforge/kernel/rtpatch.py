@@ -5,8 +5,11 @@ Detection reads Kconfig only (nothing is built): the tree supports RT when
 kernel/Kconfig.preempt has ``config PREEMPT_RT`` and, if the option
 ``depends on ... ARCH_SUPPORTS_RT`` (5.3 and later), some Kconfig file under
 arch/<srcarch>/ has ``select ARCH_SUPPORTS_RT``.  Mainline has the option
-since 5.3 but only x86, arm64 and riscv select the symbol, since 6.12; arch/arm
-does not, so 32-bit Pi kernels always need the out-of-tree patch.  RT patches
+since 5.3; x86, arm64 and riscv select the symbol since 6.12 (6.12's arch/arm
+does not, so a 32-bit Pi kernel of that series needs the out-of-tree patch),
+and by 7.3 arch/arm and loongarch select it too (Debian's linux-source-7.3),
+so a 32-bit Pi kernel from 7.x needs none.  Detection reads each tree, so
+none of this is assumed.  RT patches
 before 5.3 named the option PREEMPT_RT_FULL; ``RtSupport.symbol`` says which
 one the config step must request, ``RtSupport.depends_on`` what it depends on
 (6.12: EXPERT && ARCH_SUPPORTS_RT — without EXPERT olddefconfig drops it).

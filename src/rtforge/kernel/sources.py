@@ -64,7 +64,7 @@ FLAVOUR_RPI, FLAVOUR_MAINLINE = "raspberrypi", "mainline"
 # Defconfigs only the Raspberry Pi tree has; any one marks the flavour.
 RPI_MARKERS = ("arch/arm64/configs/bcm2711_defconfig", "arch/arm64/configs/bcm2712_defconfig",
                "arch/arm/configs/bcmrpi_defconfig", "arch/arm/configs/bcm2709_defconfig")
-SPEC_HELP = "use rpi[:BRANCH], git:URL[@REF], tar:PATH|URL, dir:PATH or debian[:X.Y]"
+SPEC_HELP = "use rpi[:BRANCH], git:URL[@REF], tar:PATH|URL, dir:PATH or debian[:X.Y|:latest]"
 _GIT_ENV = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"}
 _GIT_PROGRESS = re.compile(r"(Receiving objects|Resolving deltas|Updating files):\s+\d+% \((\d+)/(\d+)\)")
 
