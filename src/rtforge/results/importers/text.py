@@ -276,7 +276,7 @@ def _check_overflow_lists(src: Source, s: Scan, n: int, overflow: list[int]) -> 
         return
     for j in range(n):
         if j not in s.thread_lists:
-            raise src.error(max(s.outliers_line, *(ln for ln, _ in s.thread_lists.values())) + 1,
+            raise src.error(max([s.outliers_line, *(ln for ln, _ in s.thread_lists.values())]) + 1,
                             f"expected the '# Thread {j}:' line of overflowing cycles; the file is cut off or damaged")
         line, accounted = s.thread_lists[j]
         if accounted != overflow[j]:
