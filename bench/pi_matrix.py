@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
+import subprocess
 import sys
 import time
 import traceback
@@ -36,6 +38,7 @@ from rtforge.errors import UserError
 from rtforge.kernel.boards import load_boards
 from rtforge.kernel.boottest import boot_test
 from rtforge.kernel.build import BuildSpec, build_kernel
+from rtforge.kernel.kbuild import kbuild_env
 from rtforge.results.store import Store
 
 DEFAULT_SOURCES = ("debian:latest", "debian:6.12")
@@ -44,6 +47,18 @@ DEFAULT_SOURCES = ("debian:latest", "debian:6.12")
 def pi_boards() -> list:
     """The Pi rows of the board files (mainline-arm64 shares pi4-64's mainline defconfig)."""
     return [b for b in load_boards().values() if b.models and b.name != "mainline-arm64"]
+
+
+def ccache_counts() -> tuple[int, int]:
+    """(hits, misses) so far in the ccache rtforge's builds use; (0, 0) without ccache.
+    A board whose .config equals one built before (pi5 and pi4-64 share arm64's
+    defconfig) compiles from the cache: its build time says little without this."""
+    if not shutil.which("ccache"):
+        return 0, 0
+    out = subprocess.run(["ccache", "--print-stats"], env=kbuild_env(), capture_output=True, text=True).stdout
+    stats = dict(line.split("\t", 1) for line in out.splitlines() if "\t" in line)
+    n = lambda key: int(stats.get(key, "0"))  # noqa: E731
+    return n("direct_cache_hit") + n("preprocessed_cache_hit"), n("cache_miss")
 
 
 def sources_for(board, sources: list[str]) -> list[str]:
@@ -58,7 +73,7 @@ def run(boards: list, sources: list[str], dist: Path, store: Store, probe_s: int
     for board in boards:
         for source in sources_for(board, sources):
             print(f"== {board.name} from {source}", flush=True)
-            t = time.monotonic()
+            t, (hits0, misses0) = time.monotonic(), ccache_counts()
             try:
                 built = build_kernel(BuildSpec(board=board.name, source=source, dist=dist, debs=False),
                                      progress=_progress(board.name))
@@ -69,7 +84,10 @@ def run(boards: list, sources: list[str], dist: Path, store: Store, probe_s: int
                 keep(rows)
                 continue
             build_s = time.monotonic() - t
-            print(f"   built {built.release} in {build_s / 60:.1f} min ({built.objects} objects)", flush=True)
+            hits1, misses1 = ccache_counts()
+            cache = {"ccache_hits": hits1 - hits0, "ccache_misses": misses1 - misses0}
+            print(f"   built {built.release} in {build_s / 60:.1f} min ({built.objects} objects, "
+                  f"ccache {cache['ccache_hits']} hits / {cache['ccache_misses']} misses)", flush=True)
             bundle = open_bundle(built.dist)
             try:
                 results = boot_test(bundle, store, timeout_s=timeout_s, probe_s=probe_s)
@@ -81,7 +99,8 @@ def run(boards: list, sources: list[str], dist: Path, store: Store, probe_s: int
                     samples = sum(c.count for c in store.load(r.run_id).cpus)
                 rows.append({"board": board.name, "source": source, "release": built.release,
                              "machine": r.machine + (" (stand-in)" if r.stand_in else ""),
-                             "build_s": round(build_s), "objects": built.objects, "booted": r.uname_v is not None,
+                             "build_s": round(build_s), "objects": built.objects, **cache,
+                             "booted": r.uname_v is not None,
                              "preempt_rt": bool(r.uname_v and "PREEMPT_RT" in r.uname_v.split()),
                              "probe_samples": samples, "passed": r.passed, "boot_s": round(r.seconds),
                              "sentence": r.sentence, "console_log": str(r.console_log)})
@@ -117,9 +136,15 @@ def _progress(name: str):
     return show
 
 
+def _hits(row: dict) -> str:
+    calls = row.get("ccache_hits", 0) + row.get("ccache_misses", 0)
+    return f" ({row['ccache_hits'] / calls:.0%})" if calls else ""
+
+
 def table(rows: list[dict]) -> str:
     head = (
-        "| board | machine | source | release | build | objects | boots | PREEMPT_RT in uname -v | probe samples |\n"
+        "| board | machine | source | release | build | objects (ccache hits) | boots | PREEMPT_RT in uname -v "
+        "| probe samples |\n"
         "|---|---|---|---|---|---|---|---|---|"
     )
     lines = [head]
@@ -129,7 +154,7 @@ def table(rows: list[dict]) -> str:
             continue
         lines.append(
             f"| {r['board']} | {r['machine']} | {r['source']} | {r['release']} | {r['build_s'] / 60:.1f} min "
-            f"| {r['objects']} | {'yes' if r['booted'] else 'no'} ({r['boot_s']} s) "
+            f"| {r['objects']}{_hits(r)} | {'yes' if r['booted'] else 'no'} ({r['boot_s']} s) "
             f"| {'yes' if r['preempt_rt'] else 'no'} | {r['probe_samples']} |"
         )
     return "\n".join(lines)
