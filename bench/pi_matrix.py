@@ -25,8 +25,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
-import subprocess
 import sys
 import time
 import traceback
@@ -38,7 +36,7 @@ from rtforge.errors import UserError
 from rtforge.kernel.boards import load_boards
 from rtforge.kernel.boottest import boot_test
 from rtforge.kernel.build import BuildSpec, build_kernel
-from rtforge.kernel.kbuild import kbuild_env
+from rtforge.kernel.kbuild import ccache_counts
 from rtforge.results.store import Store
 
 DEFAULT_SOURCES = ("debian:latest", "debian:6.12")
@@ -47,18 +45,6 @@ DEFAULT_SOURCES = ("debian:latest", "debian:6.12")
 def pi_boards() -> list:
     """The Pi rows of the board files (mainline-arm64 shares pi4-64's mainline defconfig)."""
     return [b for b in load_boards().values() if b.models and b.name != "mainline-arm64"]
-
-
-def ccache_counts() -> tuple[int, int]:
-    """(hits, misses) so far in the ccache rtforge's builds use; (0, 0) without ccache.
-    A board whose .config equals one built before (pi5 and pi4-64 share arm64's
-    defconfig) compiles from the cache: its build time says little without this."""
-    if not shutil.which("ccache"):
-        return 0, 0
-    out = subprocess.run(["ccache", "--print-stats"], env=kbuild_env(), capture_output=True, text=True).stdout
-    stats = dict(line.split("\t", 1) for line in out.splitlines() if "\t" in line)
-    n = lambda key: int(stats.get(key, "0"))  # noqa: E731
-    return n("direct_cache_hit") + n("preprocessed_cache_hit"), n("cache_miss")
 
 
 def sources_for(board, sources: list[str]) -> list[str]:
@@ -73,6 +59,8 @@ def run(boards: list, sources: list[str], dist: Path, store: Store, probe_s: int
     for board in boards:
         for source in sources_for(board, sources):
             print(f"== {board.name} from {source}", flush=True)
+            # a board whose .config another built before (pi5 after pi4-64) compiles from
+            # ccache: its build time says little without the share of hits
             t, (hits0, misses0) = time.monotonic(), ccache_counts()
             try:
                 built = build_kernel(BuildSpec(board=board.name, source=source, dist=dist, debs=False),

@@ -14,14 +14,9 @@ import subprocess
 
 import pytest
 
-from rtforge.kernel.kbuild import kbuild_env
+from rtforge.kernel.kbuild import ccache_counts, kbuild_env
 
 pytestmark = pytest.mark.skipif(shutil.which("ccache") is None, reason="ccache (make setup installs it)")
-
-
-def _stats(env) -> dict[str, int]:
-    out = subprocess.run(["ccache", "--print-stats"], env=env, capture_output=True, text=True, check=True).stdout
-    return {k: int(v) for k, v in (line.split("\t") for line in out.splitlines() if "\t" in line)}
 
 
 def test_a_second_build_directory_hits_the_first_ones_objects(tmp_path, monkeypatch):
@@ -39,8 +34,18 @@ def test_a_second_build_directory_hits_the_first_ones_objects(tmp_path, monkeypa
         # a Kbuild-like command line: relative source path, -g, object in the build dir
         subprocess.run(["ccache", "gcc", "-g", "-O2", "-c", "../../src/linux/fork.c", "-o", "fork.o"],
                        cwd=out, env=env, check=True)
-    stats = _stats(env)
-    hits = stats.get("direct_cache_hit", 0) + stats.get("preprocessed_cache_hit", 0)
-    assert stats.get("cache_miss") == 1 and hits == 1, stats
+    hits, misses = ccache_counts()
+    assert misses == 1 and hits == 1, (hits, misses)
     # and the hit is a real object
     assert (kernel / "build" / "linux-pi5" / "fork.o").read_bytes()[:4] == b"\x7fELF"
+
+
+def test_ccache_counts_are_ccaches_own(tmp_path, monkeypatch):
+    monkeypatch.setenv("RTFORGE_CACHE_DIR", str(tmp_path / "cache"))
+    for var in ("CCACHE_DIR", "CCACHE_BASEDIR", "CCACHE_NOHASHDIR", "CCACHE_DISABLE"):
+        monkeypatch.delenv(var, raising=False)
+    (tmp_path / "a.c").write_text("int a(void) { return 1; }\n")
+    assert ccache_counts() == (0, 0)
+    for _ in range(3):
+        subprocess.run(["ccache", "gcc", "-c", "a.c", "-o", "a.o"], cwd=tmp_path, env=kbuild_env(), check=True)
+    assert ccache_counts() == (2, 1)

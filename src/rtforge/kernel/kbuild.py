@@ -53,6 +53,17 @@ def make_argv(tree: Path, out: Path, board: Board, targets: list[str], jobs: int
     return argv + (extra or []) + targets
 
 
+def ccache_counts() -> tuple[int, int]:
+    """(hits, misses) so far in the ccache rtforge's builds use (ccache's own
+    counters); (0, 0) without ccache."""
+    if not shutil.which("ccache"):
+        return 0, 0
+    out = subprocess.run(["ccache", "--print-stats"], env=kbuild_env(), capture_output=True, text=True).stdout
+    stats = dict(line.split("\t", 1) for line in out.splitlines() if "\t" in line)
+    n = lambda key: int(stats.get(key, "0"))  # noqa: E731
+    return n("direct_cache_hit") + n("preprocessed_cache_hit"), n("cache_miss")
+
+
 def kbuild_env() -> dict[str, str]:
     env = dict(os.environ)
     env.setdefault("CCACHE_DIR", str(paths.cache_dir() / "ccache"))
