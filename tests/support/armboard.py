@@ -42,7 +42,11 @@ def armel_busybox() -> Path:
     deb = apt.download("busybox-static", version, None)
     out = deb.with_name(deb.stem + ".busybox")
     if not out.exists():
-        data = subprocess.run(f"dpkg-deb --fsys-tarfile {shlex.quote(str(deb))} | tar -xO ./bin/busybox",
+        # ./bin/busybox up to bookworm, ./usr/bin/busybox in the merged-/usr packages of newer suites
+        listing = subprocess.run(["dpkg-deb", "-c", str(deb)], capture_output=True, text=True, check=True).stdout
+        [member] = [w for line in listing.splitlines() for w in line.split()[-1:]
+                    if w in ("./bin/busybox", "./usr/bin/busybox")]
+        data = subprocess.run(f"dpkg-deb --fsys-tarfile {shlex.quote(str(deb))} | tar -xO {member}",
                               shell=True, capture_output=True, check=True).stdout
         out.write_bytes(data)
         out.chmod(0o755)
