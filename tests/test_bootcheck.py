@@ -28,10 +28,12 @@ DEFAULTS = {
     "pi0w": ("kernel.img", "bcm2708-rpi-zero-w.dtb"),
     "pi02": ("kernel7.img", "bcm2710-rpi-zero-2-w.dtb"),
     "pi1": ("kernel.img", "bcm2708-rpi-b-plus.dtb"),
+    "cm1": ("kernel.img", "bcm2708-rpi-cm.dtb"),
     "pi2": ("kernel7.img", "bcm2709-rpi-2-b.dtb"),
     "pi3": ("kernel7.img", "bcm2710-rpi-3-b.dtb"),
     "pi3+": ("kernel7.img", "bcm2710-rpi-3-b-plus.dtb"),
     "cm3": ("kernel7.img", "bcm2710-rpi-cm3.dtb"),
+    "cm3+": ("kernel7.img", "bcm2710-rpi-cm3.dtb"),     # no CM3+ device tree of its own
     "pi4": ("kernel8.img", "bcm2711-rpi-4-b.dtb"),
     "pi400": ("kernel8.img", "bcm2711-rpi-400.dtb"),
     "cm4": ("kernel8.img", "bcm2711-rpi-cm4.dtb"),
@@ -42,8 +44,9 @@ DEFAULTS = {
 }
 # Conditional filters, model filter table: which filters each board passes.
 PASSES = {
-    "pi0": {"pi0"}, "pi0w": {"pi0", "pi0w"}, "pi02": {"pi0", "pi0w", "pi02"}, "pi1": {"pi1"}, "pi2": {"pi2"},
-    "pi3": {"pi3"}, "pi3+": {"pi3", "pi3+"}, "cm3": {"pi3", "cm3"},
+    "pi0": {"pi0"}, "pi0w": {"pi0", "pi0w"}, "pi02": {"pi0", "pi0w", "pi02"}, "pi1": {"pi1"}, "cm1": {"pi1", "cm1"},
+    "pi2": {"pi2"},
+    "pi3": {"pi3"}, "pi3+": {"pi3", "pi3+"}, "cm3": {"pi3", "cm3"}, "cm3+": {"pi3", "pi3+", "cm3+"},
     "pi4": {"pi4"}, "pi400": {"pi4", "pi400"}, "cm4": {"pi4", "cm4"}, "cm4s": {"pi4", "cm4s"},
     "pi5": {"pi5"}, "pi500": {"pi5", "pi500"}, "cm5": {"pi5", "cm5"},
 }
@@ -53,7 +56,7 @@ ALL_FILTERS = sorted({"pi1", "pi2", "pi3", "pi3+", "pi4", "pi5", "pi400", "pi500
 
 def test_every_documented_model_is_offered_and_nothing_else():
     assert set(pi_models()) == set(DEFAULTS)
-    assert sorted(DTBS) == sorted(dtb for _, dtb in DEFAULTS.values())  # the test partitions hold them all
+    assert sorted(DTBS) == sorted({dtb for _, dtb in DEFAULTS.values()})  # the test partitions hold them all
 
 
 @pytest.mark.parametrize("model", sorted(DEFAULTS))

@@ -39,7 +39,7 @@ def test_cli_human_output_says_why(pios, capsys):
 
 @pytest.mark.parametrize("argv,message", [
     (["--model", "pi4"], "is not a directory"),
-    (["--model", "pi9"], "unknown model 'pi9': use one of pi0, pi0w, pi02, pi1, pi2, pi3, pi3+, cm3, pi4"),
+    (["--model", "pi9"], "unknown model 'pi9': use one of pi0, pi0w, pi02, pi1, cm1, pi2, pi3, pi3+, cm3, cm3+, pi4"),
     ([], "Missing option '--model'"),
 ])
 def test_cli_bad_input_is_one_sentence_and_exit_2(tmp_path, capsys, argv, message):

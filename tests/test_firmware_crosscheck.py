@@ -95,6 +95,15 @@ CASES = {
                         "bcm2710-rpi-zero-2-w.dtb", None, None),
     "cm4 sees [pi4]": ("cm4", {"config.txt": "[pi4]\nkernel=a.img\n", "a.img": arm64_image("a")}, False, "a.img",
                        "bcm2711-rpi-cm4.dtb", None, None),
+    # [filters] "[cm1] Compute Module 1 (also sees [pi1] contents)"; "[cm3+] Compute Module 3+
+    # (also sees [pi3+] contents)", and [pi3] lists the CM3+; [cm3] is the Compute Module 3 alone
+    "cm1 sees [cm1]": ("cm1", {"config.txt": "[cm1]\nkernel=a.img\n", "a.img": zimage()}, False, "a.img",
+                       "bcm2708-rpi-cm.dtb", None, None),
+    "cm3+ sees [pi3+]": ("cm3+", {"config.txt": "[pi3+]\nkernel=a.img\n", "a.img": zimage()}, False, "a.img",
+                         "bcm2710-rpi-cm3.dtb", None, None),
+    "cm3+ does not see [cm3]": ("cm3+", {"config.txt": "[cm3]\nkernel=a.img\n", "a.img": zimage()}, False,
+                                "kernel7.img", None, None, None),
+    "cm3+ sees [cm3+]": ("cm3+", {"config.txt": "[cm3+]\narm_64bit=1\n"}, False, "kernel8.img", None, None, True),
     "pi4 does not see [pi400]": ("pi4", {"config.txt": "[pi400]\nkernel=a.img\n", "a.img": b""}, False,
                                  "kernel8.img", None, None, None),
     # [filters] combining: filters of the same type replace each other

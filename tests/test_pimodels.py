@@ -15,7 +15,8 @@ from rtforge.errors import UserError
 DT_MODELS = {
     "Raspberry Pi Model B Rev 2": "pi1",
     "Raspberry Pi Model B Plus Rev 1.2": "pi1",
-    "Raspberry Pi Compute Module Rev 1.0": "pi1",
+    "Raspberry Pi Compute Module Rev 1.0": "cm1",
+    "Raspberry Pi Compute Module IO board rev1": "cm1",   # mainline's bcm2835-rpi-cm1-io1.dts
     "Raspberry Pi Zero Rev 1.3": "pi0",
     "Raspberry Pi Zero W Rev 1.1": "pi0w",
     "Raspberry Pi Zero 2 W Rev 1.0": "pi02",
@@ -24,7 +25,9 @@ DT_MODELS = {
     "Raspberry Pi 3 Model B Rev 1.2": "pi3",
     "Raspberry Pi 3 Model B Plus Rev 1.3": "pi3+",
     "Raspberry Pi 3 Model A Plus Rev 1.0": "pi3+",
-    "Raspberry Pi Compute Module 3 Plus Rev 1.0": "cm3",
+    "Raspberry Pi Compute Module 3 Rev 1.0": "cm3",
+    "Raspberry Pi Compute Module 3 IO board V3.0": "cm3",   # mainline's bcm2837-rpi-cm3-io3.dts
+    "Raspberry Pi Compute Module 3 Plus Rev 1.0": "cm3+",
     "Raspberry Pi 4 Model B Rev 1.4": "pi4",
     "Raspberry Pi 400 Rev 1.0": "pi400",
     "Raspberry Pi Compute Module 4 Rev 1.0": "cm4",
@@ -41,7 +44,8 @@ def test_device_tree_model_names_the_model(dt, name):
 
 
 def test_unknown_boards_are_one_sentence():
-    for dt in (None, "", "QEMU Virt Machine", "Raspberry"):
+    # the CM0 (raspberrypi/linux bcm2710-rpi-cm0.dts) is not modelled: refused, not taken for a CM1
+    for dt in (None, "", "QEMU Virt Machine", "Raspberry", "Raspberry Pi Compute Module 0 Rev 1.0"):
         with pytest.raises(UserError, match="is not a Raspberry Pi model rtforge knows"):
             model_for_dt(dt)
     with pytest.raises(UserError, match="unknown model 'pi6': use one of pi0, "):
@@ -51,7 +55,7 @@ def test_unknown_boards_are_one_sentence():
 def test_64bit_facts_from_the_documentation():
     # Boot options, arm_64bit note: 3, 3+, 4, 400, Zero 2 W, 2B rev 1.2, CM3, CM3+, CM4
     runs = {name for name, m in pi_models().items() if m.runs_64bit}
-    assert runs == {"pi02", "pi2", "pi3", "pi3+", "cm3", "pi4", "pi400", "cm4", "cm4s", "pi5", "pi500", "cm5"}
+    assert runs == {"pi02", "pi2", "pi3", "pi3+", "cm3", "cm3+", "pi4", "pi400", "cm4", "cm4s", "pi5", "pi500", "cm5"}
     assert pi_model("pi2").arm64 == "bcm2837-revision"
     assert {n for n, m in pi_models().items() if m.arm_64bit_default} == {"pi4", "pi400", "cm4", "cm4s", "pi5",
                                                                           "pi500", "cm5"}

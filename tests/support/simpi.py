@@ -41,9 +41,12 @@ LINE_LIMIT = 98        # [format]: characters past the 98th are ignored
 SIM_MODELS = {
     "pi0": ({"pi0"}, "kernel.img", [], False, "bcm2708-rpi-zero.dtb"),
     "pi1": ({"pi1"}, "kernel.img", [], False, "bcm2708-rpi-b-plus.dtb"),
+    "cm1": ({"pi1", "cm1"}, "kernel.img", [], False, "bcm2708-rpi-cm.dtb"),
     "pi2": ({"pi2"}, "kernel7.img", ["kernel8.img"], False, "bcm2709-rpi-2-b.dtb"),
     "pi3": ({"pi3"}, "kernel7.img", ["kernel8.img"], False, "bcm2710-rpi-3-b.dtb"),
     "pi3+": ({"pi3", "pi3+"}, "kernel7.img", ["kernel8.img"], False, "bcm2710-rpi-3-b-plus.dtb"),
+    # "[cm3+] Compute Module 3+ (also sees [pi3+] contents)"; [pi3] lists the CM3+; the CM3's dtb
+    "cm3+": ({"pi3", "pi3+", "cm3+"}, "kernel7.img", ["kernel8.img"], False, "bcm2710-rpi-cm3.dtb"),
     "pi02": ({"pi0", "pi0w", "pi02"}, "kernel7.img", ["kernel8.img"], False, "bcm2710-rpi-zero-2-w.dtb"),
     "pi4": ({"pi4"}, "kernel7l.img", ["kernel8.img"], True, "bcm2711-rpi-4-b.dtb"),
     "pi400": ({"pi4", "pi400"}, "kernel7l.img", ["kernel8.img"], True, "bcm2711-rpi-400.dtb"),
@@ -51,7 +54,7 @@ SIM_MODELS = {
     "pi5": ({"pi5"}, None, ["kernel_2712.img", "kernel8.img"], True, "bcm2712-rpi-5-b.dtb"),
 }
 MODEL_FILTERS = {"pi1", "pi2", "pi3", "pi3+", "pi4", "pi5", "pi400", "pi500", "pi0", "pi0w", "pi02",
-                 "cm1", "cm3", "cm4", "cm4s", "cm5"}
+                 "cm0", "cm1", "cm3", "cm3+", "cm4", "cm4s", "cm5"}
 # [boot] arm_64bit: "if the name given in an explicit kernel option matches
 # one of the known kernels then arm_64bit will be set accordingly".
 KNOWN_64 = {"kernel.img": False, "kernel7.img": False, "kernel7l.img": False, "kernel8.img": True,
