@@ -55,14 +55,16 @@ run: setup
 	$(BIN)/rtforge report last --cycle-time 1ms --output report.html
 
 # Everything: the linters, then every test (kernel builds and QEMU guests included).
+# --durations: every CI log names the slowest tests, so the time budget
+# (a cold `make test` under 60 min) is watched with figures, not guesses.
 test: setup lint
-	$(BIN)/pytest
+	$(BIN)/pytest --durations=30
 
 # The fast loop: linters and the tests that neither build a kernel nor boot a
 # guest, nor take many seconds (`slow`: end-to-end deploys, reboots and
 # reconnections over SSH; `make test` runs them).
 check: setup lint
-	$(BIN)/pytest -m "not kernel and not guest and not slow"
+	$(BIN)/pytest --durations=15 -m "not kernel and not guest and not slow"
 
 lint: setup
 	$(BIN)/ruff check src tests bench
