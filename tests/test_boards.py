@@ -216,3 +216,19 @@ def test_user_cpus_are_the_cpus_of_the_boards_pis():
             wanted = {c if c in qemu_arm else "max" for c in wanted}
         if b.pis:
             assert wanted == set(b.user_cpus), (b.name, wanted, b.user_cpus)
+
+
+def test_every_pi_model_has_a_board_that_can_run_on_it():
+    """Each model of pi_models.toml is some board's Pi (a model added
+    without a board is caught), and a board names only Pis that run its
+    kind of kernel: a 64-bit board's Pis run 64-bit kernels, a 32-bit
+    board's have a default 32-bit kernel."""
+    from rtforge.device.pimodels import pi_models
+
+    models = pi_models()
+    boards = [b for b in load_boards().values() if b.pis]
+    assert set(models) == {p for b in boards for p in b.pis}
+    for b in boards:
+        for p in b.pis:
+            m = models[p]
+            assert m.runs_64bit if b.arch == "arm64" else m.kernel32, (b.name, p)
