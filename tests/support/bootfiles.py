@@ -46,7 +46,8 @@ dtoverlay=dwc2,dr_mode=host
 
 
 # The device trees the documented models boot by default (raspberrypi/linux names).
-DTBS = ["bcm2708-rpi-zero.dtb", "bcm2708-rpi-zero-w.dtb", "bcm2710-rpi-zero-2-w.dtb", "bcm2708-rpi-b-plus.dtb", "bcm2708-rpi-cm.dtb",
+DTBS = ["bcm2708-rpi-zero.dtb", "bcm2708-rpi-zero-w.dtb", "bcm2710-rpi-zero-2-w.dtb", "bcm2708-rpi-b-plus.dtb",
+        "bcm2708-rpi-cm.dtb",
         "bcm2709-rpi-2-b.dtb", "bcm2710-rpi-3-b.dtb", "bcm2710-rpi-3-b-plus.dtb", "bcm2710-rpi-cm3.dtb",
         "bcm2711-rpi-4-b.dtb", "bcm2711-rpi-400.dtb", "bcm2711-rpi-cm4.dtb", "bcm2711-rpi-cm4s.dtb",
         "bcm2712-rpi-5-b.dtb", "bcm2712-rpi-500.dtb", "bcm2712-rpi-cm5-cm5io.dtb"]

@@ -36,13 +36,11 @@ from ..measure.probebuild import CROSS, build_probe, build_program
 from ..results.collect import finalize
 from ..results.model import RunResult
 from ..results.store import Store
-from . import initramfs
+from . import aarch32, initramfs
 from .boards import get_board
 from .console import Diagnosis, diagnose, explain_stop
 
 QEMU = {"arm64": "qemu-system-aarch64", "arm": "qemu-system-arm", "x86_64": "qemu-system-x86_64"}
-# Machines only qemu-system-aarch64 has; it also runs a 32-bit kernel on them.
-AARCH64_MACHINES = {"raspi3ap", "raspi3b", "raspi4b"}
 PANIC_GRACE_S = 2.0      # after a panic line, the rest of the oops still arrives
 
 
@@ -88,7 +86,7 @@ def program_machine(manifest: dict) -> str:
 
 
 def qemu_exe(arch: str, machine: str) -> str:
-    return "qemu-system-aarch64" if machine in AARCH64_MACHINES else QEMU[arch]
+    return "qemu-system-aarch64" if machine in aarch32.AARCH64_MACHINES else QEMU[arch]
 
 
 def needs(bundle: Bundle, machines: list[dict]) -> list[str]:
@@ -97,7 +95,8 @@ def needs(bundle: Bundle, machines: list[dict]) -> list[str]:
     exes = [qemu_exe(m["arch"], q["machine"]) for q in machines]
     target = program_machine(m)
     cc = [CROSS[target][0]] if target in CROSS and target != os.uname().machine else ["gcc"]
-    return exes + cc
+    stub = [aarch32.ASSEMBLER] if any(aarch32.needs_entry(m["arch"], q["machine"]) for q in machines) else []
+    return exes + cc + stub
 
 
 def qemu_argv(bundle: Bundle, q: dict, kernel: Path, initrd: Path, probe_s: int) -> list[str]:
@@ -162,7 +161,10 @@ def boot_test(bundle: Bundle, store: Store, *, machine: str | None = None, timeo
         initrd = initramfs.build({"init": build_program("bootinit", "rtforge-init", target, static=True),
                                   "rtprobe": build_probe(target, static=True)}, Path(d) / "initramfs.cpio")
         for q in chosen:
-            results.append(_boot_one(bundle, store, q, kernel, initrd, logs, timeout_s, probe_s, progress))
+            image = kernel
+            if aarch32.needs_entry(m["arch"], q["machine"]):   # a zImage on an AArch64-only Pi machine
+                image = aarch32.wrap(kernel, Path(d) / f"{bundle.image}.aarch32-entry")
+            results.append(_boot_one(bundle, store, q, image, initrd, logs, timeout_s, probe_s, progress))
     return results
 
 
