@@ -4,7 +4,9 @@ bootinit/aarch32-entry.S).
 A tiny AArch32 program stands in for the zImage: it prints, on the raspi4b's
 PL011, the registers the ARM boot protocol (Documentation/arch/arm/booting.rst)
 promises a kernel -- r0 = 0, r1 = ~0 for a device-tree boot, r2 = the device
-tree -- plus its CPSR mode and the first word at r2.  The expected values come
+tree -- plus its CPSR mode and the first word at r2; then it releases the
+other three cores as a 32-bit kernel does (bcm2836-smp: ARM-local mailbox
+3 and an event) and prints the mode each reports from its entry.  The expected values come
 from that document and the FDT format (magic 0xd00dfeed, big-endian), not
 from the stub; QEMU's console is the witness.  Without the stub the same
 image prints nothing: QEMU runs it as AArch64 code.
@@ -37,6 +39,21 @@ _start:
 	bl	hex
 	ldr	r0, [r6]		@ the first word of the device tree
 	bl	hex
+	mov	r9, #1			@ cores 1-3, as the kernel's bcm2836-smp releases them:
+3:	ldr	r0, =0xff80008c		@ its entry into the core's ARM-local mailbox 3, then an event
+	add	r0, r0, r9, lsl #4
+	adr	r1, secondary
+	str	r1, [r0]
+	dsb	sy
+	sev
+	adr	r2, flags
+4:	ldr	r0, [r2, r9, lsl #2]	@ wait for the core's report: its CPSR mode
+	cmp	r0, #0
+	beq	4b
+	bl	hex
+	add	r9, r9, #1
+	cmp	r9, #4
+	blt	3b
 	mov	r1, #'E'
 	str	r1, [r8]
 	mov	r1, #'\n'
@@ -54,7 +71,18 @@ hex:	mov	r2, #28			@ r0 as 8 hex digits and a newline
 	mov	r1, #'\n'
 	str	r1, [r8]
 	bx	lr
+secondary:
+	mrc	p15, 0, r4, c0, c0, 5	@ MPIDR: which core
+	and	r4, r4, #3
+	mrs	r5, cpsr
+	and	r5, r5, #0x1f
+	adr	r2, flags
+	str	r5, [r2, r4, lsl #2]
+	dsb	sy
+5:	wfe
+	b	5b
 	.ltorg
+flags:	.word	0, 0, 0, 0
 """
 
 
@@ -115,7 +143,8 @@ def test_the_stub_enters_a_zimage_in_aarch32_svc_with_the_boot_protocol_register
     image = aarch32.wrap(zimage_stand_in(tmp_path), tmp_path / "wrapped.img")
     assert image.stat().st_size == aarch32.STUB_SIZE + (tmp_path / "prog.bin").stat().st_size
     lines = console(image, dtb).split()
-    assert lines[:5] == ["00000000", "ffffffff", "00000013", "edfe0dd0", "E"], lines
+    assert lines[:4] == ["00000000", "ffffffff", "00000013", "edfe0dd0"], lines
+    assert lines[4:8] == ["00000013"] * 3 + ["E"], lines  # cores 1-3 released by mailbox, each in SVC
 
 
 def test_without_the_stub_qemu_runs_the_zimage_as_aarch64_code(tmp_path):

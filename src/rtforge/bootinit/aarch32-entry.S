@@ -15,9 +15,18 @@
  * One difference from the firmware: its armstub enters the kernel in HYP
  * mode; an exception return from AArch64 EL2 cannot reach AArch32 EL2, so the
  * kernel starts in SVC and runs without its hypervisor stub (no KVM, which a
- * boot test does not use).  Only the boot CPU is started: the others stay
- * parked by QEMU in AArch64, where the 32-bit kernel's mailbox release
- * (bcm2836-smp) cannot reach them, so it reports them failing to come online.
+ * boot test does not use).
+ *
+ * The other cores: QEMU parks them at EL2 on the spin table at 0xd8 (8 bytes
+ * per core), but a 32-bit kernel releases them the way the firmware's
+ * armstub7 expects (bcm2836-smp, arch/arm/mach-bcm/platsmp.c): it writes its
+ * secondary entry to the core's ARM-local mailbox 3 (0xff800000 + 0x8c +
+ * 16 * core on the BCM2711) and sends an event.  So the boot core copies a
+ * small loop into the first page -- which the device tree keeps from the
+ * kernel (/memreserve/ 0x0 0x1000 in bcm283x.dtsi) and where QEMU's own
+ * parking code ends before 0x400 -- and points the spin table at it: each
+ * core makes its EL1 AArch32, waits for its mailbox (read-to-clear at 0xcc +
+ * 16 * core), clears it and enters the kernel there in SVC mode.
  *
  * Built with `aarch64-linux-gnu-gcc -nostdlib -Wl,--oformat=binary`: the
  * output is exactly 32 KiB (the .balign below), the zImage is appended, and
@@ -30,30 +39,76 @@ _start:
 	mrs	x1, CurrentEL
 	cmp	x1, #(2 << 2)
 	b.ne	park			/* only entry at EL2 is handled (QEMU's raspi machines) */
+	bl	el1_aarch32
 
-	msr	hcr_el2, xzr		/* RW = 0: EL1 is AArch32; no traps, no stage 2 */
-	msr	hstr_el2, xzr		/* no CP15 register traps */
-	mov	x1, #0x33ff		/* CPTR_EL2: its RES1 bits, FP/SIMD not trapped */
-	msr	cptr_el2, x1
-	mov	x1, #3			/* CNTHCTL_EL2: EL1 may read the counter and use the physical timer */
-	msr	cnthctl_el2, x1
-	msr	cntvoff_el2, xzr
-	mrs	x1, midr_el1		/* EL1 reads its MIDR/MPIDR through these */
-	msr	vpidr_el2, x1
-	mrs	x1, mpidr_el1
-	msr	vmpidr_el2, x1
+	/* the other cores: the mailbox loop into the first page, then release them */
+	adr	x1, keep
+	adr	x2, keep_end
+	mov	x3, #KEEP_AT
+1:	ldr	w4, [x1], #4
+	str	w4, [x3], #4
+	cmp	x1, x2
+	b.lo	1b
+	mov	x1, #(KEEP_AT + (secondary - keep))
+	mov	x2, #0xd8		/* QEMU's spin table: one 8-byte entry per core */
+	str	x1, [x2, #8]
+	str	x1, [x2, #16]
+	str	x1, [x2, #24]
+	dsb	sy
+	sev
 
-	mov	x1, #0x1d3		/* SPSR_EL2: AArch32, SVC mode, A/I/F masked */
-	msr	spsr_el2, x1
 	adr	x1, zimage
-	msr	elr_el2, x1
 	mov	x0, #0			/* r0 = 0 */
-	mov	w1, #0xffffffff		/* r1 = ~0 */
+	mov	w3, #0xffffffff
 	mov	x2, x19			/* r2 = the device tree */
-	eret
+	b	enter
 
 park:	wfe
 	b	park
+
+/* Copied to KEEP_AT, so position-independent: it runs there on the other
+ * cores after the kernel has reused the memory this stub was loaded into. */
+	.set	KEEP_AT, 0x800
+	.balign	4
+keep:
+/* EL1 becomes AArch32, as the firmware leaves it for a 32-bit kernel. */
+el1_aarch32:
+	msr	hcr_el2, xzr		/* RW = 0: EL1 is AArch32; no traps, no stage 2 */
+	msr	hstr_el2, xzr		/* no CP15 register traps */
+	mov	x4, #0x33ff		/* CPTR_EL2: its RES1 bits, FP/SIMD not trapped */
+	msr	cptr_el2, x4
+	mov	x4, #3			/* CNTHCTL_EL2: EL1 may read the counter and use the physical timer */
+	msr	cnthctl_el2, x4
+	msr	cntvoff_el2, xzr
+	mrs	x4, midr_el1		/* EL1 reads its MIDR/MPIDR through these */
+	msr	vpidr_el2, x4
+	mrs	x4, mpidr_el1
+	msr	vmpidr_el2, x4
+	ret
+
+/* A core other than the boot core: wait for the kernel's mailbox write. */
+secondary:
+	bl	el1_aarch32
+	mrs	x4, mpidr_el1
+	and	x4, x4, #3
+	mov	x5, #0x00cc		/* 0xff8000cc: mailbox 3 read-to-clear of core 0 */
+	movk	x5, #0xff80, lsl #16
+	add	x5, x5, x4, lsl #4
+2:	wfe
+	ldr	w1, [x5]
+	cbz	w1, 2b
+	str	w1, [x5]		/* writing the bits clears them */
+	mov	x0, #0
+	mov	x2, #0
+	mov	x3, #0
+/* Return into AArch32 SVC mode at x1 (A/I/F masked), r0-r2 from x0, x3, x2. */
+enter:
+	mov	x4, #0x1d3
+	msr	spsr_el2, x4
+	msr	elr_el2, x1
+	mov	x1, x3
+	eret
+keep_end:
 
 	.balign	32768
 zimage:

@@ -3,8 +3,9 @@
 Their CPUs reset into AArch64 under TCG and `-kernel` would run a zImage as
 AArch64 code, so the boot test puts bootinit/aarch32-entry.S in front of the
 zImage: a small stand-in for the Pi firmware's 32-bit start (arm_64bit=0),
-which returns into the kernel in AArch32 SVC mode (see the .S file for what
-it does and how it differs from the firmware).
+which returns into the kernel in AArch32 SVC mode and parks the other cores
+on their mailboxes for the kernel's bcm2836-smp release (see the .S file
+for what it does and how it differs from the firmware).
 
     needs_entry(arch, machine) -> bool
     wrap(zimage, out) -> out         the stub, then the zImage
