@@ -1,15 +1,17 @@
 """A 32-bit kernel on QEMU's AArch64-only Pi machines (kernel/aarch32.py,
 bootinit/aarch32-entry.S).
 
-A tiny AArch32 program stands in for the zImage: it prints, on the raspi4b's
-PL011, the registers the ARM boot protocol (Documentation/arch/arm/booting.rst)
-promises a kernel -- r0 = 0, r1 = ~0 for a device-tree boot, r2 = the device
-tree -- plus its CPSR mode and the first word at r2; then it releases the
-other three cores as a 32-bit kernel does (bcm2836-smp: ARM-local mailbox
-3 and an event) and prints the mode each reports from its entry.  The expected values come
-from that document and the FDT format (magic 0xd00dfeed, big-endian), not
-from the stub; QEMU's console is the witness.  Without the stub the same
-image prints nothing: QEMU runs it as AArch64 code.
+A tiny AArch32 program stands in for the zImage: it prints, on the PL011 of
+raspi4b (a Pi 4's Cortex-A72) and raspi3b (a Pi 3's Cortex-A53), the
+registers the ARM boot protocol (Documentation/arch/arm/booting.rst)
+promises a kernel -- r0 = 0, r1 = ~0 for a device-tree boot, r2 = the
+device tree -- plus its CPSR mode and the first word at r2; then it
+releases the other three cores as a 32-bit kernel does (bcm2836-smp:
+ARM-local mailbox 3 and an event) and prints the mode each reports from
+its entry.  The expected values come from that document and the FDT format
+(magic 0xd00dfeed, big-endian), not from the stub; QEMU's console is the
+witness.  Without the stub the same image prints nothing: QEMU runs it as
+AArch64 code.
 """
 
 from __future__ import annotations
@@ -19,8 +21,16 @@ import struct
 import subprocess
 import time
 
+import pytest
+
 from rtforge.kernel import aarch32
 from rtforge.kernel.boottest import qemu_exe
+
+# machine -> (PL011 UART0, ARM-local mailbox 3 set register of core 0): the
+# BCM2711's peripherals in its low-peripheral map, the BCM2837's (QEMU's
+# raspi4b and raspi3b; mainline bcm2711.dtsi / bcm2837.dtsi and the BCM2836
+# ARM-local peripherals document, QA7: mailbox 3 set at 0x8c + 16 * core).
+MACHINES = {"raspi4b": (0xFE201000, 0xFF80008C), "raspi3b": (0x3F201000, 0x4000008C)}
 
 PROGRAM = r"""
 	.arm
@@ -30,7 +40,7 @@ _start:
 	mov	r5, r1
 	mov	r6, r2
 	mrs	r7, cpsr
-	ldr	r8, =0xfe201000		@ raspi4b's PL011 (UART0)
+	ldr	r8, =UART		@ the machine's PL011 (UART0)
 	mov	r0, r4
 	bl	hex
 	mov	r0, r5
@@ -40,7 +50,7 @@ _start:
 	ldr	r0, [r6]		@ the first word of the device tree
 	bl	hex
 	mov	r9, #1			@ cores 1-3, as the kernel's bcm2836-smp releases them:
-3:	ldr	r0, =0xff80008c		@ its entry into the core's ARM-local mailbox 3, then an event
+3:	ldr	r0, =MAILBOX3_SET0	@ its entry into the core's ARM-local mailbox 3, then an event
 	add	r0, r0, r9, lsl #4
 	adr	r1, secondary
 	str	r1, [r0]
@@ -113,16 +123,17 @@ def minimal_fdt() -> bytes:
     return header + rsv + body + strings
 
 
-def zimage_stand_in(tmp_path):
+def zimage_stand_in(tmp_path, machine):
     src, obj, raw = tmp_path / "prog.S", tmp_path / "prog.o", tmp_path / "prog.bin"
-    src.write_text(PROGRAM)
+    uart, mailbox = MACHINES[machine]
+    src.write_text(f"\t.equ\tUART, {uart:#x}\n\t.equ\tMAILBOX3_SET0, {mailbox:#x}\n" + PROGRAM)
     subprocess.run(["arm-linux-gnueabihf-gcc", "-c", "-o", str(obj), str(src)], check=True)
     subprocess.run(["arm-linux-gnueabihf-objcopy", "-O", "binary", "-j", ".text", str(obj), str(raw)], check=True)
     return raw
 
 
-def console(image, dtb, seconds: float = 20) -> str:
-    argv = [qemu_exe("arm", "raspi4b"), "-M", "raspi4b", "-nographic", "-monitor", "none", "-serial", "stdio",
+def console(machine, image, dtb, seconds: float = 20) -> str:
+    argv = [qemu_exe("arm", machine), "-M", machine, "-nographic", "-monitor", "none", "-serial", "stdio",
             "-kernel", str(image), "-dtb", str(dtb)]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     out, deadline = b"", time.monotonic() + seconds
@@ -137,12 +148,13 @@ def console(image, dtb, seconds: float = 20) -> str:
     return out.decode(errors="replace")
 
 
-def test_the_stub_enters_a_zimage_in_aarch32_svc_with_the_boot_protocol_registers(tmp_path):
+@pytest.mark.parametrize("machine", sorted(MACHINES))
+def test_the_stub_enters_a_zimage_in_aarch32_svc_with_the_boot_protocol_registers(tmp_path, machine):
     dtb = tmp_path / "min.dtb"
     dtb.write_bytes(minimal_fdt())
-    image = aarch32.wrap(zimage_stand_in(tmp_path), tmp_path / "wrapped.img")
+    image = aarch32.wrap(zimage_stand_in(tmp_path, machine), tmp_path / "wrapped.img")
     assert image.stat().st_size == aarch32.STUB_SIZE + (tmp_path / "prog.bin").stat().st_size
-    lines = console(image, dtb).split()
+    lines = console(machine, image, dtb).split()
     assert lines[:4] == ["00000000", "ffffffff", "00000013", "edfe0dd0"], lines
     assert lines[4:8] == ["00000013"] * 3 + ["E"], lines  # cores 1-3 released by mailbox, each in SVC
 
@@ -150,7 +162,7 @@ def test_the_stub_enters_a_zimage_in_aarch32_svc_with_the_boot_protocol_register
 def test_without_the_stub_qemu_runs_the_zimage_as_aarch64_code(tmp_path):
     dtb = tmp_path / "min.dtb"
     dtb.write_bytes(minimal_fdt())
-    assert "E" not in console(zimage_stand_in(tmp_path), dtb, seconds=3)
+    assert "E" not in console("raspi4b", zimage_stand_in(tmp_path, "raspi4b"), dtb, seconds=3)
 
 
 def test_only_32_bit_kernels_on_aarch64_only_machines_get_the_stub():

@@ -20,8 +20,9 @@
  * The other cores: QEMU parks them at EL2 on the spin table at 0xd8 (8 bytes
  * per core), but a 32-bit kernel releases them the way the firmware's
  * armstub7 expects (bcm2836-smp, arch/arm/mach-bcm/platsmp.c): it writes its
- * secondary entry to the core's ARM-local mailbox 3 (0xff800000 + 0x8c +
- * 16 * core on the BCM2711) and sends an event.  So the boot core copies a
+ * secondary entry to the core's ARM-local mailbox 3 (base + 0x8c + 16 *
+ * core; the base is 0xff800000 on the BCM2711, 0x40000000 on the BCM2837)
+ * and sends an event.  So the boot core copies a
  * small loop into the first page -- which the device tree keeps from the
  * kernel (/memreserve/ 0x0 0x1000 in bcm283x.dtsi) and where QEMU's own
  * parking code ends before 0x400 -- and points the spin table at it: each
@@ -91,9 +92,14 @@ secondary:
 	bl	el1_aarch32
 	mrs	x4, mpidr_el1
 	and	x4, x4, #3
-	mov	x5, #0x00cc		/* 0xff8000cc: mailbox 3 read-to-clear of core 0 */
+	mrs	x5, midr_el1		/* the SoC by its cores: */
+	ubfx	x5, x5, #4, #12
+	cmp	x5, #0xd08		/* Cortex-A72: raspi4b's BCM2711, ARM-local at 0xff800000 */
+	mov	x5, #0x00cc		/* mailbox 3 read-to-clear of core 0 */
 	movk	x5, #0xff80, lsl #16
-	add	x5, x5, x4, lsl #4
+	b.eq	3f
+	movk	x5, #0x4000, lsl #16	/* Cortex-A53: raspi3b/3ap's BCM2837, at 0x40000000 */
+3:	add	x5, x5, x4, lsl #4
 2:	wfe
 	ldr	w1, [x5]
 	cbz	w1, 2b
