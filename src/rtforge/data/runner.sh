@@ -261,7 +261,11 @@ cmd_run() {
     trap 'on_signal INT' INT
     trap 'on_signal TERM' TERM
     trap finish EXIT
-    proc_start $$
+    # Our start time as every other process reads it, from a subshell: under
+    # qemu-user (the tests' emulated Pi 1) a process reading its own
+    # /proc/PID/stat gets QEMU's emulation, whose start time is often a tick
+    # or two off the kernel's, and `status` would then call us dead.
+    ST=$(proc_start $$ && echo "$ST")
     read -r _boot < /proc/sys/kernel/random/boot_id
     printf '%s %s %s\n' $$ "$ST" "$_boot" > "$R/runner.pid.tmp" && mv -f "$R/runner.pid.tmp" "$R/runner.pid"
     mkdir -p "$D/tmp"
