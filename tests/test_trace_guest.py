@@ -75,8 +75,14 @@ def test_trace_names_the_busy_fifo_thread_that_made_the_spike(guest, guest_image
 
     assert any(names_the_hog(s) for s in spikes), [s["culprit"] for s in spikes]
     worst = max(spikes, key=lambda s: s["total_us"])
-    assert names_the_hog(worst), worst
     assert summary["traced_spikes"][0].endswith(worst["culprit"])  # largest first
+    # The largest spike whose analysis adds up names the hog.  Under TCG the
+    # guest's clock can jump: rtla then reports a part longer than the whole
+    # latency (seen in CI: an IRQ delay of 79 s in a 1.5 s spike, 5172 %), an
+    # analysis of an emulation stall that blames no thread in particular.
+    sound = [s for s in spikes if all((p.get("us") or 0) <= s["total_us"] for p in s["parts"].values())]
+    assert sound, [s["parts"] for s in spikes]
+    assert names_the_hog(max(sound, key=lambda s: s["total_us"])), sound
     # and show says so in one line per spike
     assert main(["show", "last", *rd]) == 0
     shown = capsys.readouterr().out
