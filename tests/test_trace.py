@@ -153,6 +153,17 @@ def test_parse_irq_stops_and_a_cut_off_block():
     assert timerlat.culprit(b) == "timer IRQ 41.8 µs late leaving idle in cpuidle_enter_state"
 
 
+def test_a_breakdown_that_does_not_add_up_blames_no_one():
+    """A part longer than the whole latency (a TCG guest's clock jumped: a
+    79 s IRQ delay in a 1.5 s spike, seen in CI) is named as such, not read
+    as "IRQs off" in whichever thread happened to be listed."""
+    (s,) = timerlat.parse(_fixture("docs-top-example.txt"))
+    s["parts"]["irq_delay"] = {"us": 79267040.2, "pct": 5172.67}
+    s["total_us"] = 1532421.07
+    assert timerlat.culprit(s) == ("no one to blame: rtla's breakdown does not add up (irq delay 79267040.2 µs "
+                                   "in a 1532421.1 µs latency), a clock jump rather than a thread")
+
+
 def test_parse_ignores_other_output():
     assert timerlat.parse("") == []
     assert timerlat.parse("rtla timerlat hit stop tracing\nSaving trace to timerlat_trace.txt\n") == []

@@ -120,6 +120,11 @@ def culprit(s: dict[str, Any]) -> str:
     who = f"{b['comm']}:{b['pid']}" if b.get("comm") else "an unknown thread"
     frame = interrupted_frame(s["stack"])
     where = f" in {frame}" if frame else ""
+    over = {k: v for k, v in parts.items() if s["total_us"] is not None and v > s["total_us"]}
+    if over:  # the parts of a latency cannot exceed it: the clock jumped (seen under emulation)
+        k = max(over, key=over.get)
+        return (f"no one to blame: rtla's breakdown does not add up ({k.replace('_', ' ')} {_us(over[k])} "
+                f"in a {_us(s['total_us'])} latency), a clock jump rather than a thread")
     if s["kind"] == "irq" or (parts and max(parts, key=parts.get) == "irq_delay"):
         delay = parts.get("irq_delay")
         if s.get("exit_from_idle"):  # rtla's own verdict: the CPU was waking from a deep idle state
