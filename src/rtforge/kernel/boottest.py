@@ -160,10 +160,12 @@ def boot_test(bundle: Bundle, store: Store, *, machine: str | None = None, timeo
     with tempfile.TemporaryDirectory(prefix="rtforge-boottest-") as d:
         initrd = initramfs.build({"init": build_program("bootinit", "rtforge-init", target, static=True),
                                   "rtprobe": build_probe(target, static=True)}, Path(d) / "initramfs.cpio")
+        entered = None  # the zImage behind the AArch32 entry, built once for every AArch64-only Pi machine
         for q in chosen:
             image = kernel
-            if aarch32.needs_entry(m["arch"], q["machine"]):   # a zImage on an AArch64-only Pi machine
-                image = aarch32.wrap(kernel, Path(d) / f"{bundle.image}.aarch32-entry")
+            if aarch32.needs_entry(m["arch"], q["machine"]):
+                entered = entered or aarch32.wrap(kernel, Path(d) / f"{bundle.image}.aarch32-entry")
+                image = entered
             results.append(_boot_one(bundle, store, q, image, initrd, logs, timeout_s, probe_s, progress))
     return results
 
