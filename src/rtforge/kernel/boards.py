@@ -33,20 +33,26 @@ so a typo in a board file is a bug that tests/test_boards.py catches.
                        names them (arm1176, cortex-a7, cortex-a53, cortex-a72,
                        cortex-a76): the board-side programs are run on each
     [[emulated]]       the QEMU machines this kernel is boot-tested on, each:
-        machine        QEMU's -M (raspi0, raspi1ap, raspi2b, raspi3ap, raspi3b,
-                       raspi4b need QEMU >= 9 for raspi4b; virt, q35)
-        what           one line saying what the machine stands for
-        stand_in       true when no QEMU machine emulates the board itself (Pi 5):
-                       the boot test is then the closest honest check, and says so
-        cpu            QEMU's -cpu ("" = the machine's own)
-        console        the kernel command line that puts the console (and an
-                       early console) on the machine's UART
+        machine        QEMU's -M, one of data/machines.toml (raspi0, raspi1ap,
+                       raspi2b, raspi3ap, raspi3b, raspi4b (QEMU >= 9), virt, q35)
         dtb            per flavour, relative like dtbs ({} = none needed)
-        [quirks]       kernel command-line additions for devices QEMU does not
-                       model, each with the gap it works around (shown to users)
-        [qemu_quirks]  QEMU options the machine needs, each with the gap it
-                       works around (e.g. "-icount shift=auto")
+        cpu            (optional) QEMU's -cpu; "" or absent = the machine's own
+        what           (optional) one line saying what the machine stands for
+                       here, in place of the machine's own (virt: which CPU)
+        stand_in       (optional, false) true when no QEMU machine emulates the
+                       board itself (Pi 5): the boot test is then the closest
+                       honest check, and says so
                        An empty list: the board has no boot test.
+
+data/machines.toml holds what belongs to QEMU's machine rather than to a
+kernel, one table per machine (every key required):
+    what               one line saying what the machine stands for
+    console            the kernel command line that puts the console (and an
+                       early console) on the machine's UART
+    [quirks]           kernel command-line additions for devices QEMU does not
+                       model, each with the gap it works around (shown to users)
+    [qemu_quirks]      QEMU options the machine needs, each with the gap it
+                       works around (e.g. "-icount shift=auto")
 
 API:
     load_boards() -> dict[str, Board]          every board, by canonical name
@@ -71,6 +77,7 @@ from pathlib import Path
 
 from ..device.pimodels import model_for_dt, pi_model, pi_models
 from ..errors import UserError
+from . import aarch32
 
 FLAVOURS = ("raspberrypi", "mainline")
 
@@ -87,8 +94,9 @@ _TOP_KEYS = {
     "config_fragment": str, "uname_m": list, "pis": list, "user_cpus": list,
     "defconfig": dict, "dtbs": dict, "overlays": dict, "emulated": list,
 }
-_EMULATED_KEYS = {"machine": str, "what": str, "stand_in": bool, "cpu": str, "console": str, "dtb": dict,
-                  "quirks": dict, "qemu_quirks": dict}
+_EMULATED_KEYS = {"machine": str, "dtb": dict}
+_EMULATED_OPTIONAL = {"cpu": str, "what": str, "stand_in": bool}
+_MACHINE_KEYS = {"what": str, "console": str, "quirks": dict, "qemu_quirks": dict}
 _NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
 _REV_RE = re.compile(r"\s+rev\s*[\w.]+$", re.IGNORECASE)
 
@@ -241,14 +249,49 @@ def defconfig_exists(tree: Path, srcarch: str, name: str) -> bool:
     return False
 
 
-def _check_keys(where: str, doc: dict, spec: dict) -> None:
+def _check_keys(where: str, doc: dict, spec: dict, optional: dict | None = None) -> None:
+    optional = optional or {}
     missing = sorted(set(spec) - set(doc))
-    unknown = sorted(set(doc) - set(spec))
+    unknown = sorted(set(doc) - set(spec) - set(optional))
     if missing or unknown:
         raise BoardFileError(f"{where}: missing keys {missing}, unknown keys {unknown}")
-    for key, typ in spec.items():
-        if not isinstance(doc[key], typ):
+    for key, typ in {**spec, **optional}.items():
+        if key in doc and not isinstance(doc[key], typ):
             raise BoardFileError(f"{where}: '{key}' must be a {typ.__name__}")
+
+
+def parse_machines(text: str) -> dict[str, dict]:
+    """data/machines.toml's text, checked: machine name -> its what, console and quirks."""
+    where = "data/machines.toml"
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise BoardFileError(f"{where}: {e}") from None
+    for name, m in doc.items():
+        if not isinstance(m, dict):
+            raise BoardFileError(f"{where}: [{name}] must be a table")
+        _check_keys(f"{where} [{name}]", m, _MACHINE_KEYS)
+        if not all(isinstance(v, str) and v for v in [*m["quirks"].values(), *m["qemu_quirks"].values()]):
+            raise BoardFileError(f"{where} [{name}]: every quirk says which gap it works around (a non-empty string)")
+    return doc
+
+
+@lru_cache(maxsize=1)
+def machines() -> dict[str, dict]:
+    return parse_machines((resources.files("rtforge.data") / "machines.toml").read_text())
+
+
+def _emulated(where: str, arch: str, e: dict) -> Emulated:
+    """A board's [[emulated]] entry, completed from its machine in machines.toml."""
+    m = machines().get(e["machine"])
+    if m is None:
+        raise BoardFileError(f"{where}: machine '{e['machine']}' is not in data/machines.toml "
+                             f"(it has: {', '.join(machines())})")
+    what = e.get("what", m["what"])
+    if aarch32.needs_entry(arch, e["machine"]):
+        what += ", 32-bit kernel entered by a stand-in for the firmware's AArch32 start"
+    return Emulated(e["machine"], what, e.get("stand_in", False), e.get("cpu", ""), m["console"],
+                    _flavour_table(where, "emulated.dtb", e["dtb"], str), dict(m["quirks"]), dict(m["qemu_quirks"]))
 
 
 def _flavour_table(where: str, key: str, table: dict, value_type: type) -> dict:
@@ -272,9 +315,7 @@ def parse_board(name: str, text: str) -> Board:
     for i, e in enumerate(doc["emulated"]):
         if not isinstance(e, dict):
             raise BoardFileError(f"{where}: [[emulated]] entries are tables")
-        _check_keys(f"{where} [[emulated]] #{i + 1}", e, _EMULATED_KEYS)
-        if not all(isinstance(v, str) and v for v in [*e["quirks"].values(), *e["qemu_quirks"].values()]):
-            raise BoardFileError(f"{where}: every quirk says which gap it works around (a non-empty string)")
+        _check_keys(f"{where} [[emulated]] #{i + 1}", e, _EMULATED_KEYS, _EMULATED_OPTIONAL)
     if not _NAME_RE.match(name):
         raise BoardFileError(f"{where}: board names are lower-case letters, digits, '-' and '_'")
     arch = doc["arch"]
@@ -296,10 +337,7 @@ def parse_board(name: str, text: str) -> Board:
     unknown = sorted(set(doc["pis"]) - set(pi_models()))
     if unknown:
         raise BoardFileError(f"{where}: pis names models pi_models.toml does not have: {unknown}")
-    emulated = tuple(Emulated(e["machine"], e["what"], e["stand_in"], e["cpu"], e["console"],
-                              _flavour_table(where, "emulated.dtb", e["dtb"], str), dict(e["quirks"]),
-                              dict(e["qemu_quirks"]))
-                     for e in doc["emulated"])
+    emulated = tuple(_emulated(where, arch, e) for e in doc["emulated"])
     return Board(
         name=name, description=doc["description"], aliases=tuple(doc["aliases"]), arch=arch,
         cross_compile=doc["cross_compile"], toolchain_package=doc["toolchain_package"],
