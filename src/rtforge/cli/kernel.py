@@ -175,6 +175,8 @@ def boot_test_cmd(
             console.print(
                 f"  note: no QEMU machine emulates this board; {r.machine} is the closest honest check", highlight=False
             )
+        for word, gap in r.quirks.items():  # an emulated boot differs from a Pi's by these: say so
+            console.print(f"  quirk {word}: {gap}", highlight=False, markup=False)
         console.print(f"  console log: {r.console_log}", highlight=False)
         if r.run_id:
             console.print(f"  probe run stored as {r.run_id} (emulated: its latencies are QEMU noise)", highlight=False)

@@ -24,7 +24,7 @@ import re
 import subprocess
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
@@ -57,6 +57,7 @@ class BootTest:
     console_log: Path | None = None
     diagnosis: Diagnosis | None = None
     stand_in: bool = False
+    quirks: dict[str, str] = field(default_factory=dict)   # what the boot added for QEMU's gaps -> why
 
 
 def machines_of(manifest: dict) -> list[dict]:
@@ -210,7 +211,10 @@ def _boot_one(bundle: Bundle, store: Store, q: dict, kernel: Path, initrd: Path,
     text = console.read_text(errors="replace")
     uname_v, uname_r, realtime = _field(text, "UNAME-V"), _field(text, "UNAME-R"), _field(text, "REALTIME")
     marker = m["uname_v_marker"]
-    common = {"machine": name, "seconds": seconds, "console_log": console, "stand_in": bool(q.get("stand_in"))}
+    listed = q.get("quirks")  # from the manifest: only shown, never run
+    quirks = {str(k): str(v) for k, v in listed.items()} if isinstance(listed, dict) else {}
+    common = {"machine": name, "seconds": seconds, "console_log": console, "stand_in": bool(q.get("stand_in")),
+              "quirks": quirks}
     if uname_v is None:
         why = diagnose(text) or explain_stop(text)
         when = f"after {seconds:.0f} s" if not timed_out else f"within {timeout_s:.0f} s"
