@@ -89,7 +89,7 @@ def test_probe_run_is_stored_and_shown(tmp_path, capsys):
     ]
     for c in shown["cpus"]:
         assert c["min_ns"] <= c["p99_ns"] <= c["p999_ns"] <= c["p9999_ns"] <= c["max_ns"]
-    assert shown["config"]["loads"] == ["cpu"] and shown["duration_s"] == pytest.approx(3, abs=0.1)
+    assert shown["config"]["loads"] == ["cpu"] and shown["duration_s"] == pytest.approx(3, abs=0.4)
     assert (
         shown["reproducer"]
         == "rtforge latency --duration 3s --interval-us 200 --priority 90 --load cpu --label 'stock kernel'"

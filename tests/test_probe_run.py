@@ -43,7 +43,7 @@ def test_run_matches_raw_samples_spike_log_and_series(probe, tmp_path):
     assert r.returncode == 0, r.stderr
     doc = read_probe_json(out)
     assert doc["state"] == "done" and doc["end_reason"] == "duration"
-    assert 2.0 <= doc["elapsed_ns"] / 1e9 < 2.1
+    assert 2.0 <= doc["elapsed_ns"] / 1e9 < 2.5  # 2 s from the first period, plus the start-up (fsyncs, threads)
     samples = raw_by_cpu(raw)
     spikes = np.loadtxt(out / "spikes.csv", delimiter=",", skiprows=1, dtype=np.int64, ndmin=2)
     series = read_jsonl(out / "series.jsonl")
@@ -93,7 +93,8 @@ def test_sigkill_leaves_last_checkpoint(probe, tmp_path):
     doc = read_probe_json(out)
     assert doc["state"] == "running"  # never finished: a checkpoint
     counts = [c["count"] for c in doc["cpus"]]
-    assert all(1000 <= n <= 2700 for n in counts), counts
+    # the 1 s checkpoint at least (its count lags the start-up by a few ms), at most 2.6 s of samples
+    assert all(900 <= n <= 2700 for n in counts), counts
     assert all(n == sum(b[2] for b in c["buckets"]) for n, c in zip(counts, doc["cpus"]))
     assert len(read_jsonl(out / "series.jsonl")) >= 1
 
@@ -183,8 +184,10 @@ def test_phase_decides_when_each_cpu_wakes(probe, tmp_path, phase):
         if phase == "spread":
             assert phases[cpu] == 1_000_000 * i // len(cpus)
         else:
-            assert 1_000_000 <= int(t[0]) < 1_000_000 + 50_000_000  # its first period starts as it starts
+            # its first period starts as it starts (after probe.json's fsyncs and
+            # the thread's creation: up to a few 100 ms on a busy disk)
+            assert 1_000_000 <= int(t[0]) < 1_000_000 + 300_000_000
     if phase == "together" and len(cpus) > 1:
         # created one after another: the later thread's phase lags, by the creation time only
         first = [int(spikes[spikes[:, 0] == cpu][0, 1]) for cpu in cpus]
-        assert first == sorted(first) and first[-1] - first[0] < 50_000_000
+        assert first == sorted(first) and first[-1] - first[0] < 300_000_000

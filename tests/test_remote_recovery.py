@@ -139,7 +139,8 @@ def test_a_killed_runner_leaves_a_partial_run_that_fetch_brings(board, sshd, tmp
     # partial: less than the 60 s asked for (how much less depends on how
     # soon fetch ends a probe that outlived its runner: seconds, or more on
     # a busy host)
-    assert all(c["count"] > 5000 for c in run["cpus"]) and 1 <= run["duration_s"] < 60
+    # (> 4500: the 1 s checkpoint's ~5000 samples lag the probe's start-up by a few ms)
+    assert all(c["count"] > 4500 for c in run["cpus"]) and 1 <= run["duration_s"] < 60
     raw = tmp_path / "results" / "runs" / run["run_id"] / "raw"
     probe_state = json.loads((raw / "probe.json").read_text())["state"]
     assert probe_state == ("interrupted" if what == "runner" else "running")

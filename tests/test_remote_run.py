@@ -10,6 +10,7 @@ import platform
 import re
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -164,6 +165,10 @@ def test_the_runner_is_posix_sh(shell, tmp_path, probe):
     assert len(sids) == 3 and session_members(sids)  # runner, engine, load: each its own session
     busy = subprocess.run([*argv, "-c", runner_text(), "runner", "busy", str(base)], capture_output=True, text=True)
     assert busy.stdout == "r1\n"
+    # `start` returns once the engine is forked; the probe writes probe.json a moment later
+    deadline = time.monotonic() + 10
+    while not (d / "raw" / "probe.json").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
     status = subprocess.run(
         [*argv, str(d / "runner.sh"), "status", str(d), "0", "probe.json"], capture_output=True, text=True
     )

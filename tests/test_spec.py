@@ -6,7 +6,7 @@ import re
 import shlex
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rtforge.errors import UserError
@@ -30,11 +30,13 @@ def test_bad_durations(text):
 
 
 @given(st.integers(1, 100 * 86400))
+@settings(deadline=None)  # a loaded CI host may stall an example past 200 ms
 def test_duration_round_trip(seconds):
     assert parse_duration(format_duration(seconds)) == seconds
 
 
 @given(st.sets(st.integers(0, 511), min_size=1))
+@settings(deadline=None)  # a loaded CI host may stall an example past 200 ms
 def test_cpu_list_round_trip(cpus):
     cpus = sorted(cpus)
     text = format_cpu_list(cpus)
@@ -73,7 +75,7 @@ def test_a_huge_cpu_range_is_refused_before_it_is_expanded():
         parse_cpu_list("0-99999999999", {0, 1})
     with pytest.raises(UserError, match=r"CPU 3,5-7 is not available on pi: its CPUs are 0-2,4"):
         parse_cpu_list("0-7", {0, 1, 2, 4}, "on pi", "its")
-    assert time.monotonic() - t0 < 0.5
+    assert time.monotonic() - t0 < 5  # expanding the range would take minutes and gigabytes
     assert parse_cpu_list(f"0-{MAX_CPUS - 1}") == list(range(MAX_CPUS))
 
 
@@ -88,6 +90,7 @@ def test_whole_numbers_keep_the_engines_bounds(name, option):
 
 
 @given(st.text(max_size=20))
+@settings(deadline=None)  # a loaded CI host may stall an example past 200 ms
 def test_numbers_are_ascii_decimals_within_bounds_or_refused(text):
     try:
         value = parse_number("--spike-us", text, "spike_us")
