@@ -87,9 +87,11 @@ def test_a_busy_thread_is_measured_as_the_kernel_counts_it():
     assert (use.comm, use.kind, use.policy) == ("rtforge-hog", "user", "other")
     # doctor's window lies inside [m0, m1]: it cannot have seen more than the
     # kernel counted over the whole span, nor less than that minus what the
-    # hog could have used outside the window (one tick of rounding each side)
+    # hog could have used outside the window (one tick of rounding each side,
+    # and the hog's stat is read a little after /proc/uptime in each snapshot,
+    # later or sooner among hundreds of threads on a busy host: 8 ticks more)
     assert use.ticks <= t1 - t0
-    assert use.ticks >= (t1 - t0) - (m1 - m0 - r.window_s) * clk_tck - 2
+    assert use.ticks >= (t1 - t0) - (m1 - m0 - r.window_s) * clk_tck - 10
     assert abs(use.share_pct - 100 * use.ticks / clk_tck / r.window_s) < 0.2
     fires = "busy-thread" in {f.id for f in r.findings if f"pid {hog.pid}" in f.title}
     assert fires is (use.share_pct >= 50)

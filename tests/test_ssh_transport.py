@@ -132,8 +132,11 @@ def test_connection_loss_names_the_step(sshd):
     t.run(["true"])
     sshd.stop()
     try:
-        subprocess.run(["kill", str(t.master_pid() or 0)], capture_output=True)
-        time.sleep(0.2)
+        master = t.master_pid() or 0
+        subprocess.run(["kill", str(master)], capture_output=True)
+        deadline = time.monotonic() + 10  # gone, not just signalled: else the next run reuses it
+        while master and os.path.exists(f"/proc/{master}") and time.monotonic() < deadline:
+            time.sleep(0.02)
         with pytest.raises(ConnectionLost, match=r"lost the connection to board: .*\(during upload\)"):
             t.run(["true"], step="upload")
     finally:
