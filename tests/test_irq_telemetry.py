@@ -9,6 +9,7 @@ import json
 import os
 import re
 import threading
+import time
 from pathlib import Path
 
 from rtforge.cli import main
@@ -91,9 +92,13 @@ def test_irq_threads_cpu_use_and_busiest_from_a_moving_proc_tree(probe, tmp_path
     stop = threading.Event()
 
     def move() -> None:
-        while not stop.wait(0.1):
-            state["cpu1"] += 200          # 2000 interrupts a second on CPU 1
-            state["ticks"] += hz // 10    # utime grows by 3/4 of it, stime by 1/4: one CPU
+        # by the clock, not by steps: a stalled step on a busy host must not
+        # change the rates the probe sees
+        t0 = time.monotonic()
+        while not stop.wait(0.05):
+            elapsed = time.monotonic() - t0
+            state["cpu1"] = int(2000 * elapsed)   # 2000 interrupts a second on CPU 1
+            state["ticks"] = int(hz * elapsed)    # utime grows by 3/4 of it, stime by 1/4: one CPU
             tick()
 
     mover = threading.Thread(target=move)
