@@ -10,7 +10,6 @@ import platform
 import re
 import shutil
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -26,7 +25,7 @@ from rtforge.measure.spec import LatencySpec
 from rtforge.results.store import Store
 from rtforge.device import SshTransport
 
-from .support.remoteboard import RUNS, clean_board, run_sessions, session_members, wait_gone
+from .support.remoteboard import RUNS, clean_board, run_sessions, session_members, wait_for, wait_gone
 
 pytestmark = pytest.mark.root
 
@@ -166,9 +165,7 @@ def test_the_runner_is_posix_sh(shell, tmp_path, probe):
     busy = subprocess.run([*argv, "-c", runner_text(), "runner", "busy", str(base)], capture_output=True, text=True)
     assert busy.stdout == "r1\n"
     # `start` returns once the engine is forked; the probe writes probe.json a moment later
-    deadline = time.monotonic() + 10
-    while not (d / "raw" / "probe.json").exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_for(lambda: (d / "raw" / "probe.json").exists(), timeout=10, step=0.05)
     status = subprocess.run(
         [*argv, str(d / "runner.sh"), "status", str(d), "0", "probe.json"], capture_output=True, text=True
     )

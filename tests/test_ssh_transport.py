@@ -15,6 +15,7 @@ from rtforge.device import CommandFailed, ConnectionLost, LocalTransport, SshTra
 from rtforge.device.transport import UploadDamaged
 
 from .support.flakylink import FlakyLink
+from .support.remoteboard import wait_for
 
 
 def sha(text: str) -> str:
@@ -134,9 +135,8 @@ def test_connection_loss_names_the_step(sshd):
     try:
         master = t.master_pid() or 0
         subprocess.run(["kill", str(master)], capture_output=True)
-        deadline = time.monotonic() + 10  # gone, not just signalled: else the next run reuses it
-        while master and os.path.exists(f"/proc/{master}") and time.monotonic() < deadline:
-            time.sleep(0.02)
+        # gone, not just signalled: else the next run reuses it
+        wait_for(lambda: not master or not os.path.exists(f"/proc/{master}"), timeout=10, step=0.02)
         with pytest.raises(ConnectionLost, match=r"lost the connection to board: .*\(during upload\)"):
             t.run(["true"], step="upload")
     finally:

@@ -75,7 +75,12 @@ def machines_of(manifest: dict) -> list[dict]:
         trusted = {e.machine: e.qemu_args() for e in get_board(manifest["board"]).emulated}
     except UserError:
         trusted = {}
-    return [{**q, "qemu_args": trusted.get(q["machine"], [])} for q in listed]
+    return [{**q, "qemu_args": trusted.get(q["machine"], []), "quirks": _texts(q.get("quirks"))} for q in listed]
+
+
+def _texts(quirks) -> dict[str, str]:
+    """A manifest's quirks as text: only ever shown, never run."""
+    return {str(k): str(v) for k, v in quirks.items()} if isinstance(quirks, dict) else {}
 
 
 def program_machine(manifest: dict) -> str:
@@ -211,10 +216,8 @@ def _boot_one(bundle: Bundle, store: Store, q: dict, kernel: Path, initrd: Path,
     text = console.read_text(errors="replace")
     uname_v, uname_r, realtime = _field(text, "UNAME-V"), _field(text, "UNAME-R"), _field(text, "REALTIME")
     marker = m["uname_v_marker"]
-    listed = q.get("quirks")  # from the manifest: only shown, never run
-    quirks = {str(k): str(v) for k, v in listed.items()} if isinstance(listed, dict) else {}
     common = {"machine": name, "seconds": seconds, "console_log": console, "stand_in": bool(q.get("stand_in")),
-              "quirks": quirks}
+              "quirks": q["quirks"]}
     if uname_v is None:
         why = diagnose(text) or explain_stop(text)
         when = f"after {seconds:.0f} s" if not timed_out else f"within {timeout_s:.0f} s"
