@@ -32,7 +32,7 @@ def read_deb_ok(path) -> bool:
 
 def test_rt_deb_is_tried_once_verified_and_committed(guest, guest_image, capsys):
     deb = rt_image_deb(guest_image)
-    assert main(["deploy", "guest", str(deb), "--ssh-config", str(guest.ssh_config), "--timeout", "900"]) == 0
+    assert main(["deploy", "guest", str(deb), "--ssh-config", str(guest.ssh_config), "--timeout", "15m"]) == 0
     out = capsys.readouterr().out
     assert f"done: guest runs {guest_image.rt_release} (PREEMPT_RT) and now boots it by default: GRUB entry" in out
     assert guest.ssh("uname -v").stdout.split().count("PREEMPT_RT") == 1

@@ -17,6 +17,7 @@ from ..device.official import PACKAGE as OFFICIAL_PACKAGE
 from ..device.official import deploy_official
 from ..device.target import Target
 from ..errors import UserError
+from ..units import parse_timeout_s
 from . import app
 from .render import make_console
 
@@ -81,10 +82,11 @@ def deploy(
     no_try: bool = typer.Option(
         False, "--no-try", help="Pi firmware without tryboot: change config.txt directly (no automatic fallback)"
     ),
-    timeout_s: int = typer.Option(300, "--timeout", help="seconds to wait for the board to come back"),
+    timeout: str = typer.Option("5m", "--timeout", help="how long to wait for the board to come back (90s, 5m)"),
     ssh_config: Optional[Path] = SSH_CONFIG,
 ) -> int:
     """Install a kernel, boot it once (tryboot / grub-reboot), verify it is the RT kernel, then make it the default."""
+    timeout_s = parse_timeout_s(timeout)
     console = make_console()
     steps = dict(
         on_step=lambda s: console.print(f"→ {s}", highlight=False),

@@ -19,6 +19,7 @@ from ..kernel.sources import SPEC_HELP, prepare_source
 from ..results.store import Store
 from ..device.bundle import open_bundle
 from ..errors import UserError
+from ..units import parse_timeout_s
 from . import app
 from .common import RESULTS_DIR, LiveLine
 from .render import make_console
@@ -144,14 +145,15 @@ def boot_test_cmd(
     machine: Optional[str] = typer.Option(
         None, "--machine", "-M", help="only this QEMU machine (default: every one the board names)"
     ),
-    timeout_s: int = typer.Option(300, "--timeout", help="seconds to wait for the kernel to boot and report"),
+    timeout: str = typer.Option("5m", "--timeout", help="how long to wait for the kernel to boot and report (5m)"),
     probe_s: int = typer.Option(3, "--probe-s", help="seconds of probe run inside QEMU"),
     results_dir: Optional[Path] = RESULTS_DIR,
 ) -> int:
     """Boot the kernel on each emulated machine of its board: passes only if it runs as PREEMPT_RT; the
     probe's run is stored as emulated."""
-    if not 1 <= timeout_s <= 24 * 3600 or not 1 <= probe_s <= 3600:
-        raise UserError("--timeout is 1 to 86400 seconds and --probe-s 1 to 3600")
+    timeout_s = parse_timeout_s(timeout)
+    if not 1 <= probe_s <= 3600:
+        raise UserError("--probe-s is 1 to 3600 seconds")
     b = open_bundle(bundle)
     err = Console(stderr=True)
     try:

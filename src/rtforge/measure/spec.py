@@ -16,13 +16,12 @@ import shlex
 from dataclasses import dataclass, field
 
 from ..errors import UserError
+from ..units import format_span, parse_span_s, shown
 
 ENGINES = ("probe", "cyclictest")
 POLICIES = ("fifo", "rr")
 PHASES = ("together", "spread")
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 _NUMBER = r"[0-9]+(?:\.[0-9]+)?"
-_DURATION_RE = re.compile(rf"({_NUMBER})([smhd])")
 _INT_RE = re.compile(r"[0-9]+")
 _FLOAT_RE = re.compile(_NUMBER)
 
@@ -48,10 +47,6 @@ MAX_CPUS = 1024
 DEFAULT_SETTLE_S = 3
 
 
-def shown(text: str, limit: int = 40) -> str:
-    """What the user typed, safe to print in one line: control characters
-    and overlong input as a Python literal."""
-    return text if text.isprintable() and len(text) <= limit else ascii(text[:limit]).strip("'")
 
 
 def _bounds_text(name: str) -> str:
@@ -90,14 +85,8 @@ def parse_number(option: str, text: str, name: str) -> float:
 
 
 def parse_duration(text: str) -> int:
-    """'90', '90s', '10m', '1h30m', '1.5h', '2d' -> whole seconds, 1 s to 100 days."""
-    t = text.strip().lower()
-    if _INT_RE.fullmatch(t) and len(t) <= 30:
-        seconds = float(t)
-    elif t and len(t) <= 60 and _DURATION_RE.sub("", t) == "":
-        seconds = sum(float(n) * _UNITS[u] for n, u in _DURATION_RE.findall(t))
-    else:
-        raise UserError(f"'{shown(text)}' is not a duration: use seconds or a unit, e.g. 90s, 10m, 2h, 1h30m")
+    """'90s', '10m', '1h30m', '1.5h', '2d' -> whole seconds, 1 s to 100 days (a unit is required)."""
+    seconds = parse_span_s(text)
     if seconds < 1:
         raise UserError(f"duration '{shown(text)}' is shorter than one second")
     if seconds > LIMITS["duration_s"][1]:
@@ -107,10 +96,7 @@ def parse_duration(text: str) -> int:
 
 
 def format_duration(seconds: float) -> str:
-    s = int(round(seconds))
-    parts = [(s // 86400, "d"), (s % 86400 // 3600, "h"), (s % 3600 // 60, "m"), (s % 60, "s")]
-    text = "".join(f"{n}{u}" for n, u in parts if n)
-    return text or "0s"
+    return format_span(seconds)
 
 
 def parse_cpu_list(text: str, available: set[int] | list[int] | None = None, where: str = "here",

@@ -24,7 +24,8 @@ from ..results.stats import percentile_text, summarize_cpu, telemetry_summary
 from ..results.timerlat import spike_lines
 from . import plots
 from .compare import compare_runs
-from .verdict import format_ns, report_warnings, verdict
+from ..units import format_ns
+from .verdict import report_warnings, verdict
 
 
 def _us(ns) -> str:

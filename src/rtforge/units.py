@@ -1,0 +1,76 @@
+"""Durations as people type them, and as rtforge prints them.
+
+A duration always carries its unit: '90' could be seconds, µs or minutes,
+and a report written for a 1 µs cycle when 1 ms was meant is worse than a
+refusal.  Options whose name holds the unit (--settle-s, --interval-us)
+take plain numbers instead.  Digits are ASCII only: Python's float() also
+takes '２' (a full-width digit), '1_000', 'nan' and 'inf', none of which a
+user means as a number here.
+"""
+
+from __future__ import annotations
+
+import re
+
+from .errors import UserError
+
+NUMBER = r"[0-9]+(?:\.[0-9]+)?"
+_SPAN_UNITS_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+_SPAN_RE = re.compile(rf"({NUMBER})([smhd])")
+_NS_UNITS = {"ns": 1, "us": 1000, "µs": 1000, "μs": 1000, "ms": 1_000_000, "s": 1_000_000_000}
+_NS_RE = re.compile(rf"({NUMBER}) ?(ns|us|µs|μs|ms|s)")
+CYCLE_MAX_NS = 3600 * 1_000_000_000   # an hour: no control cycle is longer
+
+
+def shown(text: str, limit: int = 40) -> str:
+    """What the user typed, safe to print in one line: control characters
+    and overlong input as a Python literal."""
+    return text if text.isprintable() and len(text) <= limit else ascii(text[:limit]).strip("'")
+
+
+def parse_span_s(text: str, option: str = "--duration", example: str = "90s, 10m, 2h, 1h30m") -> float:
+    """'90s', '10m', '1h30m', '1.5h', '2d' -> seconds.  A bare number is refused."""
+    t = text.strip().lower()
+    if t and len(t) <= 60 and _SPAN_RE.sub("", t) == "":
+        return sum(float(n) * _SPAN_UNITS_S[u] for n, u in _SPAN_RE.findall(t))
+    if re.fullmatch(NUMBER, t):
+        raise UserError(f"{option} '{shown(text)}' has no unit: write it with one, e.g. {t}s or {t}m "
+                        f"({example})")
+    raise UserError(f"{option} '{shown(text)}' is not a duration: use a number and a unit, e.g. {example}")
+
+
+def parse_timeout_s(text: str, option: str = "--timeout", most_s: int = 86400) -> int:
+    """A wait such as '5m' or '900s' -> whole seconds, 1 s up to most_s."""
+    seconds = parse_span_s(text, option, "90s, 5m or 1h")
+    if not 1 <= seconds <= most_s:
+        raise UserError(f"{option} '{shown(text)}' is out of range: use 1s to {format_span(most_s)}")
+    return round(seconds)
+
+
+def parse_duration_ns(text: str, option: str, example: str) -> int:
+    """'1ms', '500us', '250µs', '0.5ms', '750ns', '2s' -> ns, from 1 µs to an hour.  A bare number is refused."""
+    t = text.strip()
+    m = _NS_RE.fullmatch(t) if len(t) <= 40 else None
+    if not m:
+        if re.fullmatch(NUMBER, t):
+            raise UserError(f"{option} '{shown(text)}' has no unit: write it with one, e.g. {t}us or {t}ms")
+        raise UserError(f"{option} '{shown(text)}' is not a duration: use a number and a unit, e.g. {example}")
+    ns = round(float(m[1]) * _NS_UNITS[m[2]])
+    if not 1000 <= ns <= CYCLE_MAX_NS:
+        raise UserError(f"{option} '{shown(text)}' is out of range: use 1us to 1h")
+    return ns
+
+
+def format_ns(ns: int | float) -> str:
+    """750 -> '750 ns', 1500 -> '1.5 µs', 1_000_000 -> '1 ms'."""
+    for unit, scale in (("s", 1e9), ("ms", 1e6), ("µs", 1e3)):
+        if ns >= scale:
+            return f"{ns / scale:.4g} {unit}"
+    return f"{ns:.0f} ns"
+
+
+def format_span(seconds: float) -> str:
+    """3725 -> '1h2m5s'."""
+    s = int(round(seconds))
+    parts = [(s // 86400, "d"), (s % 86400 // 3600, "h"), (s % 3600 // 60, "m"), (s % 60, "s")]
+    return "".join(f"{n}{u}" for n, u in parts if n) or "0s"
