@@ -96,20 +96,43 @@ def compare(
     console.print(t)
 
 
+PLOT_FORMATS = {".svg": "svg", ".png": "png"}
+REPORT_FORMATS = {".html": "html", ".htm": "html", ".md": "md", ".markdown": "md"}
+
+
+def output_format(output: Path, fmt: str | None, known: dict[str, str], what: str) -> str:
+    """The format --format names, else the one the file name's extension says."""
+    choices = sorted(set(known.values()))
+    if fmt is not None:
+        if fmt.lower() not in choices:
+            raise UserError(f"unknown {what} format '{shown(fmt)}': choose {' or '.join(choices)}")
+        return fmt.lower()
+    ext = output.suffix.lower()
+    if ext not in known:
+        raise UserError(f"cannot tell the {what} format of '{shown(output)}': end the file name in "
+                        f"{' or '.join(known)}, or give --format {' or '.join(choices)}")
+    return known[ext]
+
+
+CYCLE = typer.Option(None, "--cycle-time", "-C", help="your control cycle, e.g. 1ms or 250us: the verdict, and a "
+                     "line in the plots")
+
+
 @app.command()
 def plot(
-    runs: List[str] = typer.Argument(..., help="run(s) to plot"),
+    runs: List[str] = typer.Argument(..., help="run(s) to plot: id, unique id prefix, label or 'last'"),
     kind: str = typer.Option("hist", "--kind", "-k", help="hist (OSADL), timeline, cdf (exceedance) or compare"),
-    output: Optional[Path] = typer.Option(None, "--output", "-o", help="file to write: .svg or .png"),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="file to write; .svg or .png sets the format"),
+    fmt: Optional[str] = typer.Option(None, "--format", "-f", help="svg or png (default: from the file name)"),
+    cycle_time: Optional[str] = CYCLE,
     results_dir: Optional[Path] = RESULTS_DIR,
 ) -> None:
     """One plot of stored runs, as SVG or PNG."""
     if kind not in KINDS:
-        raise UserError(f"unknown plot kind '{kind}': choose {', '.join(KINDS)}")
-    output = output or Path(f"latency-{kind}.svg")
-    fmt = output.suffix.lower().lstrip(".")
-    if fmt not in ("svg", "png"):
-        raise UserError(f"cannot write '{output}': the plot file must end in .svg or .png")
+        raise UserError(f"unknown plot kind '{shown(kind)}': choose {', '.join(KINDS)}")
+    output = output or Path(f"latency-{kind}.{(fmt or 'svg').lower()}")
+    fmt = output_format(output, fmt, PLOT_FORMATS, "plot")
+    cycle_ns = parse_cycle_time(cycle_time) if cycle_time else None
     paths.check_output(output)
     loaded = _load(Store(results_dir), runs)
     _latency_only(loaded, "plot")
@@ -119,37 +142,40 @@ def plot(
         raise UserError("--kind compare needs at least two runs")
     from ..report import plots  # matplotlib: only for the commands that draw
 
-    if kind == "hist":
-        fig = plots.latency_histogram(loaded[0])
-    elif kind == "timeline":
-        fig = plots.timeline(loaded[0])
-        if fig is None:
-            raise UserError(f"run {loaded[0].run_id} has no per-second series (only probe runs record one)")
-    elif kind == "cdf":
-        fig = plots.exceedance(loaded)
-    else:
-        fig = plots.compare_overlay(loaded)
+    try:
+        if kind == "hist":
+            fig = plots.latency_histogram(loaded[0], cycle_ns)
+        elif kind == "timeline":
+            fig = plots.timeline(loaded[0], cycle_ns)
+            if fig is None:
+                raise UserError(f"run {loaded[0].run_id} has no per-second series (only probe runs record one)")
+        elif kind == "cdf":
+            fig = plots.exceedance(loaded, cycle_ns)
+        else:
+            fig = plots.compare_overlay(loaded, cycle_ns)
+    except plots.NothingToPlot as e:
+        raise UserError(f"nothing to plot: {e}") from None
     paths.write_output(output, plots.render(fig, fmt))
     make_console().print(f"wrote {shown(output)}", highlight=False)
 
 
 @app.command()
 def report(
-    runs: List[str] = typer.Argument(..., help="run(s) to report on; the first is the baseline"),
-    cycle_time: Optional[str] = typer.Option(
-        None, "--cycle-time", "-C", help="your control cycle, e.g. 1ms or 250us: gives the verdict"
-    ),
+    runs: List[str] = typer.Argument(..., help="run(s) to report on, the first is the baseline: id, unique id "
+                                     "prefix, label or 'last'"),
+    cycle_time: Optional[str] = CYCLE,
     output: Optional[Path] = typer.Option(
-        None, "--output", "-o", help="file to write (default report.html / report.md)"
+        None, "--output", "-o", help="file to write; .html or .md sets the format (default report.html)"
     ),
-    fmt: str = typer.Option("html", "--format", "-f", help="html (one self-contained file) or md"),
+    fmt: Optional[str] = typer.Option(None, "--format", "-f", help="html (one self-contained file) or md "
+                                      "(default: from the file name)"),
     results_dir: Optional[Path] = RESULTS_DIR,
 ) -> None:
     """A report with the verdict first, then systems, comparison, plots, telemetry and reproducers."""
-    if fmt not in ("html", "md"):
-        raise UserError(f"unknown report format '{fmt}': choose html or md")
+    output = output or Path(f"report.{(fmt or 'html').lower()}")
+    fmt = output_format(output, fmt, REPORT_FORMATS, "report")
     cycle_ns = parse_cycle_time(cycle_time) if cycle_time else None
-    output = paths.check_output(output or Path(f"report.{fmt}"))
+    output = paths.check_output(output)
     loaded = _load(Store(results_dir), runs)
     _latency_only(loaded, "report")
     from ..report import document  # matplotlib: only for the commands that draw

@@ -7,6 +7,7 @@ from typing import Any
 
 from ..errors import UserError
 from ..results.bench import summarize_bench
+from ..results.display import loads_text
 from ..results.model import RunResult
 from ..results.stats import percentile_text, summarize_all
 
@@ -41,6 +42,7 @@ def compare_runs(runs: list[RunResult]) -> list[dict[str, Any]]:
             "kernel_release": r.system.get("kernel_release"),
             "preempt_model": r.system.get("preempt_model"),
             "loads": r.config.get("loads") or [],
+            "loads_text": loads_text(r.config),
             "duration_s": r.duration_s,
             "count": s.count,
             **{key: getattr(s, key) for _, key in METRICS},

@@ -19,7 +19,7 @@ import jinja2
 from .. import __version__, paths
 from ..errors import UserError
 from ..results.model import RunResult
-from ..results.display import md_cell, md_code, md_text
+from ..results.display import known, loads_text, md_cell, md_code, md_text, priority_text
 from ..results.stats import percentile_text, summarize_cpu, telemetry_summary
 from ..results.timerlat import spike_lines
 from . import plots
@@ -44,18 +44,19 @@ def system_row(r: RunResult) -> dict[str, Any]:
         "run_id": r.run_id,
         "state": r.state + (" (partial)" if r.partial else ""),
         "engine": r.engine + (" (emulated)" if c.get("emulated") else ""),
-        "kernel": s.get("kernel_release") or "?",
+        "kernel": known(s.get("kernel_release")),
         "kernel_version": s.get("kernel_version") or "",
-        "preempt_model": s.get("preempt_model") or "?",
+        "preempt_model": known(s.get("preempt_model")),
         "board": s.get("board_model") or s.get("cpu_model") or s.get("machine") or "?",
-        "loads": ", ".join(c.get("loads") or []) or "none",
+        "loads": loads_text(c).replace(",", ", "),
         "duration": "?" if r.duration_s is None else f"{r.duration_s:,.0f} s",
-        "interval": f"{c.get('interval_us', '?')} µs",
-        "priority": f"{c.get('policy', 'fifo')} {c.get('priority', '?')}",
+        "interval": "?" if c.get("interval_us") is None else f"{c['interval_us']} µs",
+        "priority": priority_text(c),
         "cpus": ",".join(map(str, c.get("cpus") or [])) or "?",
         "governors": ", ".join(s.get("governors") or []) or "–",
         "cmdline": s.get("cmdline") or "",
-        "reproducer": r.reproducer or " ".join(r.engine_argv),
+        "reproducer": r.reproducer or "",
+        "foreign_command": "" if r.reproducer else " ".join(r.engine_argv),
     }
 
 
@@ -76,24 +77,25 @@ def telemetry_row(r: RunResult) -> dict[str, Any]:
     }
 
 
-def figures(runs: list[RunResult]) -> list[tuple[str, str, plots.Figure]]:
-    """(file stem, caption, figure) for every plot of the report."""
-    out = []
+def figures(runs: list[RunResult], cycle_ns: int | None = None) -> list[tuple[str, str, plots.Figure | None]]:
+    """(file stem, caption, figure) for every plot of the report; a run that
+    kept no histogram gets its caption saying so and no figure."""
+    out: list[tuple[str, str, plots.Figure | None]] = []
     for i, r in enumerate(runs, 1):
         name = r.label or r.run_id
-        out.append((f"hist-{i}", f"Latency histogram (OSADL style): {name}", plots.latency_histogram(r)))
-        tl = plots.timeline(r)
+        try:
+            out.append((f"hist-{i}", f"Latency histogram (OSADL style): {name}", plots.latency_histogram(r, cycle_ns)))
+        except plots.NothingToPlot as e:
+            out.append((f"hist-{i}", f"No latency histogram for {name}: {e}", None))
+        tl = plots.timeline(r, cycle_ns)
         if tl is not None:
-            out.append((f"timeline-{i}", f"Per-second maximum, temperature and frequency: {name}", tl))
-    out.append(
-        (
-            "exceedance",
-            "Fraction of wake-ups later than x" + (" (per CPU)" if len(runs) == 1 else ""),
-            plots.exceedance(runs),
-        )
-    )
-    if len(runs) > 1:
-        out.append(("compare", "Histograms compared, all CPUs of each run", plots.compare_overlay(runs)))
+            out.append((f"timeline-{i}", f"Per-second maximum and what was recorded beside it: {name}", tl))
+    kept = [r for r in runs if any(c.hist.in_range for c in r.cpus)]
+    if kept:
+        out.append(("exceedance", "Fraction of wake-ups later than x" + (" (per CPU)" if len(kept) == 1 else ""),
+                    plots.exceedance(kept, cycle_ns)))
+    if len(kept) > 1:
+        out.append(("compare", "Histograms compared, all CPUs of each run", plots.compare_overlay(kept, cycle_ns)))
     return out
 
 
@@ -112,6 +114,8 @@ def context(runs: list[RunResult], cycle_ns: int | None) -> dict[str, Any]:
         "traced": [(r.label or r.run_id, spike_lines(r.trace)) for r in runs if r.trace is not None],
         "runs": runs,
         "us": _us,
+        "known": known,
+        "cpu_name": plots.cpu_name,
         "stats": summarize_cpu,
         "pct": percentile_text,
     }
@@ -152,7 +156,8 @@ def _plots_dir_replaceable(files: Path) -> None:
 
 def write_html(runs: list[RunResult], cycle_ns: int | None, out: Path) -> Path:
     ctx = context(runs, cycle_ns)
-    ctx["figures"] = [(stem, caption, plots.inline_svg(fig)) for stem, caption, fig in figures(runs)]
+    ctx["figures"] = [(stem, caption, plots.inline_svg(fig) if fig else None)
+                      for stem, caption, fig in figures(runs, cycle_ns)]
     return paths.write_output(out, _env().get_template("report.html.j2").render(**ctx))
 
 
@@ -166,14 +171,16 @@ def write_markdown(runs: list[RunResult], cycle_ns: int | None, out: Path) -> Pa
     files = out.with_name(out.stem + "_files")
     _plots_dir_replaceable(files)
     ctx = context(runs, cycle_ns)
-    rendered = [(f"{files.name}/{stem}.svg", caption, plots.render(fig, "svg")) for stem, caption, fig in figures(runs)]
-    ctx["figures"] = [(path, caption) for path, caption, _ in rendered]
+    rendered = [(f"{files.name}/{stem}.svg", caption, plots.render(fig, "svg") if fig else None)
+                for stem, caption, fig in figures(runs, cycle_ns)]
+    ctx["figures"] = [(path if svg else None, caption) for path, caption, svg in rendered]
     text = _env().get_template("report.md.j2").render(**ctx)
     tmp = old = None
     try:
         tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{files.name[:32]}."))
         for path, _, svg in rendered:
-            paths.write_atomic(tmp / Path(path).name, svg)
+            if svg:
+                paths.write_atomic(tmp / Path(path).name, svg)
         staged = tmp / ".report.md"
         paths.write_atomic(staged, text)
         os.chmod(tmp, 0o777 & ~_umask())

@@ -48,3 +48,22 @@ def md_code(value: object) -> str:
         return "–"
     fence = "`" * (max((len(m) for m in re.findall(r"`+", text)), default=0) + 1)
     return f"{fence} {text} {fence}" if "`" in text else f"`{text}`"
+
+
+def known(value: object, unknown: str = "?") -> str:
+    """A value as rtforge shows it: what nobody recorded is '?', never 'None'."""
+    return unknown if value is None or value == "" else str(value)
+
+
+def loads_text(config: dict) -> str:
+    """'cpu,io'; 'none' when the run had no load; '?' when nobody said (an import)."""
+    loads = config.get("loads")
+    return "?" if loads is None else ",".join(map(str, loads)) or "none"
+
+
+def priority_text(config: dict) -> str:
+    """'fifo 90'; '?' when nothing is known; 'other 0' for SCHED_OTHER runs."""
+    policy, priority = config.get("policy"), config.get("priority")
+    if policy is None and priority is None:
+        return "?"
+    return f"{known(policy)} {known(priority)}"
