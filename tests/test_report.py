@@ -276,7 +276,7 @@ def test_report_cli_and_bad_input(tmp_path, capsys, probe_run):
         (["plot", "last", "-o", str(tmp_path / "x.jpg"), *rd], "cannot tell the plot format"),
         (["plot", "last", "--kind", "timeline", "-o", str(tmp_path / "t.svg"), *rd], "has no per-second series"),
         (["plot", "last", "--kind", "compare", "-o", str(tmp_path / "c.svg"), *rd], "needs at least two runs"),
-        (["compare", "nope", *rd], "no run matches 'nope'"),
+        (["compare", "nope", *rd], "no run has the id or label 'nope'"),
     ]
     for argv, message in bad:
         assert main(argv) == 2, argv

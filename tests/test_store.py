@@ -53,9 +53,9 @@ def test_resolve(store):
     b = make_run(store, start="2026-01-02T00:00:00+00:00")
     assert store.resolve("last") == b.run_id
     assert store.resolve(a.run_id) == a.run_id
-    with pytest.raises(UserError, match="matches 2 runs"):
+    with pytest.raises(UserError, match="names 2 runs"):
         store.resolve("2026")
-    with pytest.raises(UserError, match="no run matches 'zzz'"):
+    with pytest.raises(UserError, match="no run has the id or label 'zzz'"):
         store.resolve("zzz")
 
 

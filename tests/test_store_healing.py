@@ -168,8 +168,10 @@ def test_last_is_the_run_stored_last_whatever_the_files_times(tmp_path, capsys):
         assert json.loads(out)[0]["run_id"] == imported
         status, out, _ = run(["report", "last", "-f", "md", "-o", str(tmp_path / "r.md"), *rd], capsys)
         assert status == 0 and f"| {name} |" in (tmp_path / "r.md").read_text()
-    assert run(["plot", "last", "-o", str(tmp_path / "p.svg"), *rd], capsys)[0] == 0
-    assert "nsecs.txt" in (tmp_path / "p.svg").read_text()
+    status, _, err = run(["plot", "last", "-o", str(tmp_path / "p.svg"), *rd], capsys)
+    assert status == 2 and "every wake-up beyond its histogram's range" in err   # the -N run: no curve to draw
+    assert run(["plot", "spike.txt", "-o", str(tmp_path / "p.svg"), *rd], capsys)[0] == 0  # a run named by label
+    assert "spike.txt" in (tmp_path / "p.svg").read_text()
     (tmp_path / "results" / "runs.db").unlink()  # rebuilt from the folders: the order is kept
     status, out, _ = run(["show", "last", *rd, "--json"], capsys)
     assert json.loads(out)["label"] == names[-1]

@@ -6,18 +6,20 @@ import json
 import sys
 from dataclasses import replace
 from pathlib import Path
-from typing import Optional
+from typing import List, Optional
 
 import typer
 from rich.table import Table
 
+from ..errors import UserError
 from ..results.bench import bench_show_dict
 from ..results.model import RunResult
 from ..results.stats import show_dict
+from ..results.importers import MAX_LABEL
 from ..results.store import Store
 from . import app
 from .bench import print_bench_result
-from .common import RESULTS_DIR
+from .common import RESULTS_DIR, RUN_HELP
 from .render import cell, clean, make_console, print_result, shown, us
 
 
@@ -68,7 +70,7 @@ def runs(
 
 @app.command()
 def show(
-    run: str = typer.Argument("last", help="run id, a unique prefix of one, or 'last'"),
+    run: str = typer.Argument("last", help=RUN_HELP),
     results_dir: Optional[Path] = RESULTS_DIR,
     as_json: bool = typer.Option(False, "--json", help="print the summary as JSON"),
 ) -> None:
@@ -84,6 +86,64 @@ def show(
         print(json.dumps(show_dict(result), indent=1))
     else:
         print_result(result)
+
+
+@app.command("label")
+def label_cmd(
+    run: str = typer.Argument(..., help=RUN_HELP),
+    label: str = typer.Argument(..., help="the new label ('' removes it)"),
+    results_dir: Optional[Path] = RESULTS_DIR,
+) -> None:
+    """Give a stored run a label, by which commands can name it (`rtforge compare stock rt`)."""
+    store = Store(results_dir)
+    run_id = store.resolve(run)
+    new = check_label(label) or None
+    others = [r.run_id for r in store.list() if new is not None and r.label == new and r.run_id != run_id]
+    result = store.relabel(run_id, new)
+    console = make_console()
+    console.print(f"run {shown(result.run_id)} is now labelled “{shown(new)}”" if new else
+                  f"run {shown(result.run_id)} has no label now", highlight=False)
+    if others:
+        many = len(others) > 1
+        console.print(f"[yellow]note:[/yellow] {len(others)} other run{'s' if many else ''} "
+                      f"({shown(', '.join(others[:3]))}) {'carry' if many else 'carries'} the same label: "
+                      "name runs by id where labels repeat", highlight=False)
+
+
+@app.command("delete")
+def delete_cmd(
+    runs: List[str] = typer.Argument(..., help=RUN_HELP + "; several may be given"),
+    yes: bool = typer.Option(False, "--yes", "-y", help="delete without asking"),
+    results_dir: Optional[Path] = RESULTS_DIR,
+) -> None:
+    """Delete stored runs, their files and their index rows."""
+    store = Store(results_dir)
+    chosen = list(dict.fromkeys(store.resolve(ref) for ref in runs))
+    results = [store.load(run_id) for run_id in chosen]
+    for r in results:
+        if r.state == "running":
+            raise UserError(f"run {r.run_id} is still running: end it with `rtforge latency --stop {r.run_id}` "
+                            "first, then delete it")
+    names = ", ".join(r.run_id + (f" ({r.label})" if r.label else "") for r in results)
+    if not yes:
+        if not sys.stdin.isatty():
+            raise UserError(f"deleting {names} cannot be undone: give --yes to delete without being asked")
+        if not typer.confirm(f"delete {clean(names)} and all its files?", default=False):
+            raise UserError("nothing was deleted")
+    for r in results:
+        store.remove(r.run_id)
+    make_console().print(f"deleted {shown(names)}", highlight=False)
+
+
+def check_label(label: str) -> str:
+    """A label as given on the command line, checked: at most MAX_LABEL characters, one line."""
+    label = label.encode("utf-8", "surrogateescape").decode("utf-8", "replace").strip()
+    if len(label) > MAX_LABEL:
+        raise UserError(f"the label is {len(label):,} characters long; give one of at most {MAX_LABEL}")
+    if not label.isprintable():
+        raise UserError(f"the label '{clean(label)}' holds a control character or a line break; give one line of "
+                        "text")
+    return label
 
 
 def _displayable(r: RunResult) -> RunResult:

@@ -137,9 +137,14 @@ def _log_counts(ax) -> None:
 
 
 def _kept(hists: list[Histogram], what: str) -> None:
-    if not any(h.in_range for h in hists):
-        raise NothingToPlot(f"{what} kept no histogram (cyclictest ran without -h): only its min, average and max "
-                            "are known, which `rtforge show` prints")
+    if any(h.in_range for h in hists):
+        return
+    if any(h.overflow for h in hists):
+        raise NothingToPlot(f"{what} has every wake-up beyond its histogram's range (cyclictest -h too small, or "
+                            "-N with a range in ns), so there is no curve to draw; `rtforge show` prints its min, "
+                            "average and max")
+    raise NothingToPlot(f"{what} kept no histogram (cyclictest ran without -h): only its min, average and max "
+                        "are known, which `rtforge show` prints")
 
 
 def latency_histogram(run: RunResult, cycle_ns: int | None = None) -> Figure:

@@ -43,6 +43,7 @@ from ..paths import sync_dir
 from ..errors import UserError
 from . import collect
 from .model import RunResult
+from .display import clean
 from .runfolder import damaged_source, file_key, read_result
 from .schema import RUN_ID_RE, Damaged
 from .stats import summarize_all
@@ -126,8 +127,10 @@ class Store:
 
     # -- run folders -------------------------------------------------------
     def new_run_id(self, host: str, when: datetime | None = None) -> str:
+        """<date>-<time>-<host>-<4 hex digits>; an import names its file
+        instead of a host, so imports made in one second differ early."""
         when = when or datetime.now(timezone.utc)
-        safe_host = re.sub(r"[^A-Za-z0-9.-]+", "_", host)[:32].strip(".") or "host"
+        safe_host = re.sub(r"[^A-Za-z0-9.-]+", "_", host)[:32].strip("._") or "host"
         return f"{when:%Y%m%d-%H%M%S}-{safe_host}-{secrets.token_hex(2)}"
 
     def run_dir(self, run_id: str) -> Path:
@@ -228,12 +231,12 @@ class Store:
         return result
 
     def delete(self, run_id: str) -> None:
-        shutil.rmtree(self.run_dir(run_id), ignore_errors=True)
+        """Forget a run that never really started (a cleanup on a failed
+        start): remove, without complaint when it is already gone."""
         try:
-            with self._index() as db:
-                db.execute("DELETE FROM runs WHERE run_id = ?", (run_id,))
+            self.remove(run_id)
         except UserError:
-            pass  # the index follows the folders at the next listing
+            pass
 
     # -- index ---------------------------------------------------------------
     @contextmanager
@@ -379,25 +382,58 @@ class Store:
         return row[0] if row else None
 
     def resolve(self, ref: str) -> str:
-        """'last' (the run stored last), a run id, or an unambiguous prefix of one -> run id."""
+        """A run reference -> run id: 'last' (the run stored last), a run id, a
+        unique prefix of one, or a unique label.  An ambiguous reference lists
+        its candidates; one that names a damaged folder says what is wrong."""
         rows = self.list()
         if not rows:
             raise UserError(f"no runs stored in {self.root}; measure one with `rtforge latency`")
         if ref == "last":
             return rows[-1].run_id
-        ids = [r.run_id for r in rows]
-        if ref in ids:
+        if any(r.run_id == ref for r in rows):
             return ref
-        matches = [i for i in ids if ref and i.startswith(ref)]
+        matches = [r for r in rows if ref and (r.label == ref or r.run_id.startswith(ref))]
         if len(matches) == 1:
-            return matches[0]
+            return matches[0].run_id
         if not matches:
             broken = [d for d in self.damaged() if d.folder == ref or (ref and d.folder.startswith(ref))]
             if len(broken) == 1:
                 raise UserError(f"run {broken[0].folder} is damaged: {broken[0].path}: {broken[0].why}; "
                                 "repair or delete that folder, or import the run again")
-            raise UserError(f"no run matches '{ref}'; `rtforge runs` lists the stored runs")
-        raise UserError(f"'{ref}' matches {len(matches)} runs ({', '.join(matches[:3])}, ...); give more of the id")
+            raise UserError(f"no run has the id or label '{clean(ref)}'; `rtforge runs` lists the stored runs")
+        shown = ", ".join(f"{r.run_id}" + (f" ({clean(r.label)})" if r.label else "") for r in matches[:5])
+        more = f" and {len(matches) - 5} more" if len(matches) > 5 else ""
+        raise UserError(f"'{clean(ref)}' names {len(matches)} runs: {shown}{more}; give the id, or more of it")
+
+    def relabel(self, run_id: str, label: str | None) -> RunResult:
+        """Give a stored run a new label (None: none); the index follows."""
+        result = self.load(run_id)
+        result.label = label
+        self.save(result)
+        return result
+
+    def remove(self, run_id: str) -> None:
+        """Delete a stored run: its folder leaves the store in one rename
+        (a reader sees it whole or not at all), then its files go."""
+        d = self.run_dir(run_id)
+        trash = self.runs_dir / f".deleted-{run_id}-{secrets.token_hex(4)}"
+        try:
+            os.rename(d, trash)
+        except FileNotFoundError:
+            raise UserError(f"run {run_id} not found in {self.root}; `rtforge runs` lists the stored runs") from None
+        except OSError as e:
+            raise UserError(paths.os_error_sentence(d, e, "delete the run")) from None
+        sync_dir(self.runs_dir)
+        try:
+            with self._index() as db:
+                db.execute("DELETE FROM runs WHERE run_id = ?", _sql((run_id,)))
+                db.execute("DELETE FROM damaged WHERE folder = ?", _sql((run_id,)))
+        except UserError as e:
+            log.warning("%s; the index forgets the run at the next listing", e)
+        if trash.is_symlink() or not trash.is_dir():
+            trash.unlink()
+        else:
+            shutil.rmtree(trash, ignore_errors=True)
 
 
 def _now() -> str:

@@ -115,7 +115,7 @@ def _result(path: Path, store: Store, label: str | None, sha256: str, parsed: Pa
     start = _start(parsed, mtime)
     host = parsed.host or "unknown"
     result = RunResult(
-        run_id=store.new_run_id(host, start), engine="import", state="complete", host=host,
+        run_id=store.new_run_id(path.stem[:24] or host, start), engine="import", state="complete", host=host,
         start_time=start.isoformat(timespec="seconds"), label=label, duration_s=parsed.duration_s,
         requested=parsed.requested, config=parsed.config, system=parsed.system, reproducer=parsed.reproducer,
         engine_argv=parsed.engine_argv, cpus=parsed.cpus, top_spikes=parsed.top_spikes,
