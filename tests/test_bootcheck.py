@@ -11,6 +11,7 @@ not derived from the model's tables, so a wrong table fails a test.
 from __future__ import annotations
 
 import gzip
+from pathlib import Path
 
 import pytest
 
@@ -408,6 +409,30 @@ def test_os_prefix_needs_cmdline_and_overlays_readme_under_it(pios):
     assert warned(c, "rt/overlays/README is missing")
 
 
+def test_overlay_prefix_goes_under_os_prefix_only_where_its_readme_is(pios):
+    """Boot options, overlay_prefix: ${os_prefix}${overlay_prefix} when its README exists, else ${overlay_prefix}."""
+    rt_prefix(pios)
+    write(pios, {"config.txt": "os_prefix=rt/\noverlay_prefix=dt/\n", "rt/dt/README": "x", "dt/README": "x"})
+    c = resolve(pios, "pi4")
+    assert c.overlays == "rt/dt/" and not warned(c, "README is missing")
+    (pios / "rt" / "dt" / "README").unlink()
+    c = resolve(pios, "pi4")
+    assert c.overlays == "dt/" and warned(c, "rt/dt/README is missing, so overlays load from the shared dt/")
+    write(pios, {"config.txt": "overlay_prefix=dt/\n"})
+    assert resolve(pios, "pi4").overlays == "dt/"                     # no os_prefix: the prefix alone
+
+
+def test_an_overlay_prefix_under_os_prefix_itself_is_not_the_shared_folder():
+    """pi-tryboot's tryboot.txt: os_prefix=tryboot/tryboot/ and overlay_prefix=tryboot/tryboot/overlays/.
+    The firmware tries tryboot/tryboot/tryboot/tryboot/overlays/README, finds none, and falls back to
+    tryboot/tryboot/overlays/ -- the tried kernel's own overlays: no warning about shared ones."""
+    boot = Path(__file__).parent / "corpus" / "configtxt" / "pitryboot-ubuntu2204"
+    c = resolve(boot, "pi4", tryboot=True)
+    assert c.os_prefix == "tryboot/tryboot/" and c.overlays == "tryboot/tryboot/overlays/"
+    assert not warned(c, "README is missing")
+    assert resolve(boot, "pi4").overlays == "overlays/"
+
+
 def test_os_prefix_without_trailing_slash(pios):
     rt_prefix(pios)
     write(pios, {"config.txt": "os_prefix=rt\n"})
@@ -477,7 +502,7 @@ def test_cmdline_on_several_lines_or_empty(pios):
 def test_check_returns_normal_and_tryboot(pios):
     out = check(pios, "pi4")
     assert set(out) == {"normal", "tryboot"}
-    assert set(out["normal"]) == {"kernel", "dtb", "initramfs", "cmdline", "warnings"}
+    assert set(out["normal"]) == {"kernel", "dtb", "initramfs", "cmdline", "overlays", "warnings"}
     assert out["normal"]["kernel"] == "kernel8.img"
 
 

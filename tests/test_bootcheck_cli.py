@@ -20,9 +20,9 @@ def test_cli_json_shape(pios, capsys):
     out = json.loads(capsys.readouterr().out)
     assert list(out) == ["normal", "tryboot"]
     for mode in out.values():
-        assert list(mode) == ["kernel", "dtb", "initramfs", "cmdline", "warnings"]
+        assert list(mode) == ["kernel", "dtb", "initramfs", "cmdline", "overlays", "warnings"]
     assert out["normal"] == {"kernel": "kernel8.img", "dtb": "bcm2711-rpi-4-b.dtb", "initramfs": "initramfs8",
-                             "cmdline": CMDLINE, "warnings": []}
+                             "cmdline": CMDLINE, "overlays": "overlays/", "warnings": []}
     assert out["tryboot"]["kernel"] == "kernel8-rt.img" and out["tryboot"]["initramfs"] is None
 
 

@@ -35,7 +35,7 @@ def snapshot(folder: Path) -> dict[str, tuple]:
 
 
 def commands(target: Path) -> list[list[str]]:
-    return [["report", "last", "-o", str(target)], ["report", "last", "-f", "md", "-o", str(target)],
+    return [["report", "last", "-f", "html", "-o", str(target)], ["report", "last", "-f", "md", "-o", str(target)],
             ["plot", "last", "-o", str(target)]]
 
 

@@ -58,7 +58,8 @@ def test_every_golden_file_is_covered():
     script = (GOLDEN / "generate.sh").read_text()
     made = set(re.findall(r"> ([\w.-]+\.(?:txt|csv))", script)) | set(re.findall(r"--json=([\w.-]+)", script))
     tested = set(HIST_FILES) | set(SUMMARY_FILES) | {"recipe.csv", "recipe-histofall.csv", "recipe-tty.csv",
-                                                     "run.json", "run-nsecs.json", "run-nohist.json"}
+                                                     "run.json", "run-nsecs.json", "run-nohist.json",
+                                                     "other.txt", "summary-lines.txt", "session.txt"}
     assert made == tested
     assert {p.name for p in GOLDEN.iterdir()} == made | {"generate.sh"}
 
@@ -196,7 +197,7 @@ def test_json_matches_the_text_of_the_same_run(name, store):
     assert (r.system["preempt_model"] == "rt") == (info["realtime"] == 1 or "PREEMPT_RT" in info["version"])
     assert r.host == info["nodename"]
     cmdline = doc["cmdline:"]
-    assert r.reproducer == cmdline and r.engine_argv == cmdline.split()
+    assert r.source["command_line"] == cmdline and r.reproducer is None and r.engine_argv == []  # shown, never run
     assert r.config["interval_us"] == int(re.search(r"-i ?(\d+)", cmdline)[1])
     assert r.config["priority"] == int(re.search(r"-p ?(\d+)", cmdline)[1])
     assert r.config["rt_tests_version"] == doc["rt_test_version:"]
@@ -210,7 +211,7 @@ def test_json_key_spellings_without_colon_are_accepted(tmp_path, store):
     path = tmp_path / "plain.json"
     path.write_text(json.dumps(plain, indent=2))
     a, b = import_file(GOLDEN / "run.json", store), import_file(path, store)
-    assert (b.config, b.engine_argv, b.reproducer) == (a.config, a.engine_argv, a.reproducer)
+    assert (b.config, b.source["command_line"]) == (a.config, a.source["command_line"])
     assert [c.to_dict() for c in b.cpus] == [c.to_dict() for c in a.cpus]
 
 
@@ -244,3 +245,59 @@ def test_recipe_artefacts_are_what_the_tools_made(tmp_path, store):
         path.write_text("\r\n".join(variant) + "\r\n")
         r = import_file(path, store)
         assert [c.to_dict() for c in r.cpus] == [c.to_dict() for c in reference.cpus]
+
+
+def test_a_sched_other_run_is_read_with_its_policy(store):
+    """'policy: other/other: loadavg' (rt-tests 1.x and later, no -p): its status lines are the truth."""
+    text = (GOLDEN / "other.txt").read_text()
+    assert "policy: other/other:" in text
+    last = statuses(text)
+    r = import_file(GOLDEN / "other.txt", store)
+    assert r.config["policy"] == "other" and r.config["priority"] == 0 == last[0]["prio"]
+    assert [(c.count, c.max_ns) for c in r.cpus] == [(last[t]["cycles"], last[t]["max"] * US) for t in sorted(last)]
+    assert r.config["cpu_is_thread"]          # no -a: T: n is a thread, not a CPU
+
+
+def test_the_summary_lines_alone_keep_every_figure_they_state(store):
+    """'# Histogram' directly followed by '# Total:' ...: the grep '^#' of a -h output."""
+    text = (GOLDEN / "summary-lines.txt").read_text()
+    total, over = footer(text, "Total"), footer(text, "Histogram Overflows")
+    r = import_file(GOLDEN / "summary-lines.txt", store)
+    assert r.source["format"] == "cyclictest-summary-lines"
+    assert [c.count for c in r.cpus] == [t + o for t, o in zip(total, over)]
+    assert [c.max_ns for c in r.cpus] == [m * US for m in footer(text, "Max Latencies")]
+    assert [c.min_ns for c in r.cpus] == [m * US for m in footer(text, "Min Latencies")]
+    assert [summarize_cpu(c).avg_ns for c in r.cpus] == [a * US for a in footer(text, "Avg Latencies")]
+    assert all(summarize_cpu(c).p99_ns is None for c in r.cpus)
+    assert any("histogram's rows are not in this file" in w for w in r.warnings)
+
+
+def test_a_saved_session_s_command_line_names_the_cpus_and_the_range(store):
+    text = (GOLDEN / "session.txt").read_text()
+    cmd = re.search(r"# (cyclictest .*)$", text.splitlines()[0])[1]
+    pinned = int(re.search(r"-a (\d+)", cmd)[1])
+    size = int(re.search(r"-h (\d+)", cmd)[1])
+    r = import_file(GOLDEN / "session.txt", store)
+    assert [c.cpu for c in r.cpus] == [pinned] and not r.config.get("cpu_is_thread")
+    assert r.config["histogram_us"] == size and r.cpus[0].hist.range_max_ns == (size - 1) * US
+    assert r.source["command_line"] == cmd and r.reproducer is None   # the file's, never a command to rerun
+
+
+def test_a_sparse_output_takes_its_range_from_the_command_line(tmp_path, store):
+    """rt-tests 2.x prints only the non-empty rows: the last row is not the range, -h is.  The
+    command line is the one cyclictest wrote into the --json of the same run."""
+    corpus = Path(__file__).parent / "corpus" / "cyclictest"
+    src = corpus / "neurorust-h400-rt280-6t.hist"
+    cmd = json.loads((corpus / "neurorust-json-rt280-6t.json").read_text())["cmdline:"]
+    size = int(re.search(r"--histogram=(\d+)", cmd)[1])
+    last_row = max(int(line.split()[0]) for line in src.read_text().splitlines() if re.match(r"\d{6}\s", line))
+    bare = import_file(src, store)
+    assert "histogram_us" not in bare.config and last_row < size - 1
+    assert all(c.hist.range_max_ns == last_row * US for c in bare.cpus)   # all that the rows tell
+    with_cmd = tmp_path / "with-cmd.hist"
+    with_cmd.write_text(f"running cmd: {cmd}\n" + src.read_text())
+    r = import_file(with_cmd, store)
+    assert r.config["histogram_us"] == size
+    assert all(c.hist.range_max_ns == (size - 1) * US for c in r.cpus)
+    pinned = re.search(r"--affinity=(\d+)-(\d+)", cmd)
+    assert [c.cpu for c in r.cpus] == list(range(int(pinned[1]), int(pinned[2]) + 1))

@@ -143,6 +143,9 @@ def test_cyclictest_engine_matches_cyclictests_own_summary(tmp_path, capsys):
     run = Store(rd).load(shown["run_id"])
     assert run.engine_argv[0] == "cyclictest" and "--histogram=200" in run.engine_argv
     assert run.telemetry and len(run.telemetry["t_s"]) >= 2  # from the probe in monitor mode
+    if "# /dev/cpu_dma_latency set to 0us" in out:  # cyclictest held it: no warning that it could not be
+        assert run.system["cpu_dma_latency_us"] == 0
+        assert not any("cpu_dma_latency" in w for w in run.warnings)
 
 
 @pytest.mark.root

@@ -55,13 +55,19 @@ def start_cli(env: dict, *argv) -> subprocess.Popen:
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def run_on_pty(argv: list[str], env: dict[str, str]) -> tuple[int, str]:
-    """Run argv on a new pseudo-terminal (its stdout and stderr), to the end."""
+def run_on_pty(argv: list[str], env: dict[str, str], columns: int | None = None) -> tuple[int, str]:
+    """Run argv on a new pseudo-terminal (its stdout and stderr), to the end;
+    with columns, a terminal that many columns wide (as `stty cols` sets it)."""
+    import fcntl
     import os
     import pty
+    import struct
+    import termios
 
     pid, fd = pty.fork()
     if pid == 0:
+        if columns:  # the child's end of the terminal, sized before the program can ask
+            fcntl.ioctl(1, termios.TIOCSWINSZ, struct.pack("HHHH", 50, columns, 0, 0))
         os.execvpe(argv[0], argv, env)
     out = b""
     while True:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import signal
 import sys
 import threading
@@ -19,18 +20,53 @@ import threading
 import click
 import typer
 
+from .. import __version__
 from ..errors import UserError
 
 app = typer.Typer(
     name="rtforge",
     no_args_is_help=True,
-    add_completion=False,
     pretty_exceptions_enable=False,
-    help="Build, install and prove a PREEMPT_RT Linux for the Raspberry Pi.",
+    help="Build, install and prove a PREEMPT_RT Linux for the Raspberry Pi.\n\n"
+         "HOST is a board reached over SSH: USER@HOST, HOST, or a Host alias of your ssh config "
+         "(--ssh-config FILE for another one); leave it out to work on this machine.",
 )
+
+
+def _version(value: bool) -> None:
+    if value:
+        print(f"rtforge {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(version: bool = typer.Option(False, "--version", is_eager=True, callback=_version,
+                                          help="print rtforge's version and exit")) -> None:
+    """Build, install and prove a PREEMPT_RT Linux for the Raspberry Pi."""
+
 
 # Command groups register themselves on `app`.
 from . import bench, bootcheck, device, doctor, importcmd, kernel, latency, remote, report, runs, tune  # noqa: E402,F401
+
+# --help lists the commands in the order of a user's journey, in panels.
+JOURNEY = {
+    "Measure": ["latency", "attach", "fetch", "import", "runs", "show", "label", "delete", "bench"],
+    "Evidence": ["compare", "plot", "report"],
+    "Kernels": ["kernel"],
+    "Install": ["deploy", "kernels", "rollback", "target", "bootcheck"],
+    "Diagnose": ["doctor", "tune"],
+}
+
+
+def journey_order(group: click.Group) -> click.Group:
+    """The commands of the top-level group in JOURNEY's panels and order
+    (typer lists them in the order of the group's dict)."""
+    rank = {name: (p, i) for p, names in enumerate(JOURNEY.values()) for i, name in enumerate(names)}
+    panels = {name: panel for panel, names in JOURNEY.items() for name in names}
+    for name, cmd in group.commands.items():
+        cmd.rich_help_panel = panels.get(name, "Other")  # type: ignore[attr-defined]
+    group.commands = dict(sorted(group.commands.items(), key=lambda kv: rank.get(kv[0], (99, 0))))
+    return group
 
 
 def _sigterm_as_interrupt(signum, frame):
@@ -65,16 +101,21 @@ def main(argv: list[str] | None = None) -> int:
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
     _warnings_to_stderr()
-    command = typer.main.get_command(app)
+    command = journey_order(typer.main.get_command(app))
+    args = sys.argv[1:] if argv is None else argv
     try:
-        rv = command.main(args=argv, prog_name="rtforge", standalone_mode=False)
+        rv = command.main(args=args, prog_name="rtforge", standalone_mode=False)
         return rv if isinstance(rv, int) else 0
+    except click.exceptions.NoArgsIsHelpError:
+        return 0  # `rtforge` (or `rtforge kernel`) alone: the help was asked for, and printed
     except UserError as e:
         _error(str(e))
         return UserError.exit_code
     except click.UsageError as e:
         where = f" (see `{e.ctx.command_path} --help`)" if e.ctx else ""
-        _error(f"{e.format_message()}{where}")
+        # click and typer each add "Did you mean ...?" to an unknown command: say it once
+        message = re.sub(r"( Did you mean [^?]*\?)(?:\1)+", r"\1", e.format_message())
+        _error(f"{message}{where}")
         return 2
     except click.ClickException as e:
         _error(e.format_message())

@@ -20,7 +20,7 @@ from ..results.model import RunResult
 from ..results.store import Store
 from ..device import SshTransport
 from . import app
-from .common import RESULTS_DIR, SSH_CONFIG, LiveLine
+from .common import HOST_OPTIONAL, RESULTS_DIR, SSH_CONFIG, LiveLine
 from .render import make_console
 
 bench_app = typer.Typer(no_args_is_help=True, help="Throughput benchmarks: what a PREEMPT_RT kernel costs.")
@@ -45,7 +45,7 @@ def _ops(v: float | None) -> str:
 @bench_app.command("cpu")
 def cpu(
     host: Optional[str] = typer.Argument(
-        None, help="board to measure, HOST or USER@HOST over SSH (default: this machine)"
+        None, help=HOST_OPTIONAL
     ),
     threads: str = typer.Option("1,all", "--threads", "-t", help="thread counts, e.g. 1,4; 'all' = every usable CPU"),
     n: int = typer.Option(

@@ -26,6 +26,8 @@ def render(c: BootChoice) -> str:
         out.append(f"  {'':<10}   because: {c.reasons.get(name, '')}")
         if name == "cmdline" and c.cmdline is not None:
             out.append(f"  {'':<10}   text: {c.cmdline}")
+    out.append(f"  {'overlays':<10} {c.overlays}")
+    out.append(f"  {'':<10}   because: {c.reasons.get('overlays', '')}")
     out.append(f"  {'64-bit':<10} {'yes' if c.arm_64bit else 'no'}")
     out.append(f"  {'':<10}   because: {c.reasons.get('arm_64bit', '')}")
     out += [f"  warning: {w}" for w in c.warnings] or ["  no warnings"]

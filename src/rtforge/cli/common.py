@@ -22,6 +22,9 @@ RESULTS_DIR = typer.Option(None, "--results-dir", envvar="RTFORGE_RESULTS_DIR",
                            help="run store (default: XDG data dir)")
 SSH_CONFIG = typer.Option(None, "--ssh-config", help="ssh client config file (ssh -F), e.g. for a Host alias")
 JSON = typer.Option(False, "--json", help="print the result summary as JSON (as `show --json`)")
+HOST_OPTIONAL = ("the board, over SSH: USER@HOST, HOST or a Host alias of your ssh config "
+                 "(default: this machine)")
+HOST_REQUIRED = "the board, over SSH: USER@HOST, HOST or a Host alias of your ssh config; 'local' for this machine"
 RUN_HELP = "a run: its id, a unique prefix of one, its label, or 'last'"
 # seconds between progress polls (tests poll faster); checked like every number
 POLL = typer.Option(None, "--poll-s", hidden=True, help="seconds between progress polls")

@@ -19,13 +19,14 @@ from ..device.target import Target
 from ..errors import UserError
 from ..units import parse_timeout_s
 from . import app
+from .common import HOST_REQUIRED
 from .render import make_console
 
 target_app = typer.Typer(help="Look at a board before touching it.", no_args_is_help=True)
 app.add_typer(target_app, name="target")
 
 SSH_CONFIG = typer.Option(None, "--ssh-config", help="ssh config file to use (ssh -F), e.g. for a test board")
-HOST_HELP = "the board: a host from your ssh config, HOST or USER@HOST; 'local' for this machine"
+HOST_HELP = HOST_REQUIRED
 
 
 def open_board(host: str | None, ssh_config: Path | None) -> Target:
@@ -82,7 +83,8 @@ def deploy(
     no_try: bool = typer.Option(
         False, "--no-try", help="Pi firmware without tryboot: change config.txt directly (no automatic fallback)"
     ),
-    timeout: str = typer.Option("5m", "--timeout", help="how long to wait for the board to come back (90s, 5m)"),
+    timeout: str = typer.Option("5m", "--timeout", metavar="DURATION",
+                                help="how long to wait for the board to come back (90s, 5m)"),
     ssh_config: Optional[Path] = SSH_CONFIG,
 ) -> int:
     """Install a kernel, boot it once (tryboot / grub-reboot), verify it is the RT kernel, then make it the default."""

@@ -9,7 +9,7 @@ from typing import List, Optional
 
 import typer
 from rich.console import Console
-from rich.table import Table
+from rich.text import Text
 
 from ..kernel.boards import FLAVOURS, get_board, load_boards
 from ..kernel.boottest import boot_test
@@ -22,12 +22,20 @@ from ..errors import UserError
 from ..units import parse_timeout_s
 from . import app
 from .common import RESULTS_DIR, LiveLine
-from .render import make_console
+from .render import Col, fitted, make_console
 
 SPEC_RICH = SPEC_HELP.replace("[", "\\[")   # help texts are Rich markup, which would eat "[@REF]"
 
 kernel_app = typer.Typer(no_args_is_help=True, help="Build PREEMPT_RT kernels for Raspberry Pis and other boards.")
 app.add_typer(kernel_app, name="kernel")
+
+
+# Which name is which Pi comes first; build details go when the terminal is narrow.
+BOARD_COLS = [Col("board", key=True, wrap=True, min_width=15), Col("what", key=True, wrap=True, min_width=24),
+              Col("arch", drop=5),
+              Col("defconfig (raspberrypi tree)", drop=1, wrap=True, min_width=12),
+              Col("defconfig (mainline)", drop=2, wrap=True, min_width=12), Col("image on the board", drop=3),
+              Col("emulated on (QEMU)", drop=4, wrap=True, min_width=12)]
 
 
 @kernel_app.command()
@@ -37,15 +45,12 @@ def boards(as_json: bool = typer.Option(False, "--json", help="every field of ev
     if as_json:
         print(json.dumps([b.to_dict() for b in all_boards.values()], indent=1))
         return
-    t = Table(show_edge=False, header_style="bold")
-    for col in ("board", "arch", "defconfig (raspberrypi tree)", "defconfig (mainline)", "image on the board",
-                "emulated on (QEMU)", "what"):
-        t.add_column(col)
-    for b in all_boards.values():
-        names = b.name + (f" ({', '.join(b.aliases)})" if b.aliases else "")
-        t.add_row(names, b.arch, *(b.defconfig.get(f, "–") for f in FLAVOURS), b.image_name,
-                  _emulated(b), b.description)
-    make_console().print(t)
+    rows = [[Text(b.name + (f"\n({', '.join(b.aliases)})" if b.aliases else "")), b.description, b.arch,
+             *(b.defconfig.get(f, "–") for f in FLAVOURS), b.image_name, _emulated(b)] for b in all_boards.values()]
+    console = make_console()
+    console.print(fitted(console, BOARD_COLS, rows))
+    if console.width < 160:
+        console.print("(a wider terminal, or --json, shows every column)", style="dim")
 
 
 def _emulated(b) -> str:
@@ -145,7 +150,8 @@ def boot_test_cmd(
     machine: Optional[str] = typer.Option(
         None, "--machine", "-M", help="only this QEMU machine (default: every one the board names)"
     ),
-    timeout: str = typer.Option("5m", "--timeout", help="how long to wait for the kernel to boot and report (5m)"),
+    timeout: str = typer.Option("5m", "--timeout", metavar="DURATION",
+                                help="how long to wait for the kernel to boot and report (5m)"),
     probe_s: int = typer.Option(3, "--probe-s", help="seconds of probe run inside QEMU"),
     results_dir: Optional[Path] = RESULTS_DIR,
 ) -> int:

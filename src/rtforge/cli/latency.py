@@ -27,7 +27,7 @@ from ..measure.spec import (PHASES, LatencySpec, available_cpus, parse_cpu_list,
 from ..results.store import Store
 from ..device import SshTransport
 from . import app
-from .common import JSON, POLL, RESULTS_DIR, SSH_CONFIG, LiveLine, err_console, hint, show_run
+from .common import HOST_OPTIONAL, JSON, POLL, RESULTS_DIR, SSH_CONFIG, LiveLine, err_console, hint, show_run
 from .render import make_console
 
 LOAD_HELP = "comma-separated loads: " + ", ".join(load_profiles())
@@ -73,25 +73,33 @@ def _notice(live: LiveLine, host: str):
 
 @app.command()
 def latency(
-    host: Optional[str] = typer.Argument(None, help="board to measure over SSH, HOST or USER@HOST "
-                                         "(default: this machine)"),
-    duration: Optional[str] = typer.Option(None, "--duration", "-D", help="how long: 90s, 10m, 2h, 1h30m, "
+    host: Optional[str] = typer.Argument(None, help=HOST_OPTIONAL),
+    duration: Optional[str] = typer.Option(None, "--duration", "-D", metavar="DURATION",
+                                           help="how long: 90s, 10m, 2h, 1h30m, "
                                            "up to 100d (default 60s)"),
-    loops: Optional[str] = typer.Option(None, "--loops", "-l", help="stop after this many wake-ups per CPU instead"),
-    interval_us: str = typer.Option("200", "--interval-us", "-i", help="wake-up period in µs (10-10000000)"),
-    priority: str = typer.Option("90", "--priority", "-p", help="SCHED_FIFO priority of the measuring threads (1-99)"),
-    policy: str = typer.Option("fifo", "--policy", help="fifo or rr"),
-    cpus: Optional[str] = typer.Option(None, "--cpus", "-c", help="CPUs to measure, e.g. 0-3,6 (default: all)"),
-    load: Optional[str] = typer.Option(None, "--load", "-L", help=LOAD_HELP),
+    loops: Optional[str] = typer.Option(None, "--loops", "-l", metavar="INTEGER",
+                                        help="stop after this many wake-ups per CPU instead"),
+    interval_us: str = typer.Option("200", "--interval-us", "-i", metavar="INTEGER",
+                                    help="wake-up period in µs (10-10000000)"),
+    priority: str = typer.Option("90", "--priority", "-p", metavar="INTEGER",
+                                 help="SCHED_FIFO priority of the measuring threads (1-99)"),
+    policy: str = typer.Option("fifo", "--policy", metavar="fifo|rr", help="fifo or rr"),
+    cpus: Optional[str] = typer.Option(None, "--cpus", "-c", metavar="CPUS",
+                                       help="CPUs to measure, e.g. 0-3,6 (default: all)"),
+    load: Optional[str] = typer.Option(None, "--load", "-L", metavar="LOADS", help=LOAD_HELP),
     label: Optional[str] = typer.Option(None, "--label", help="a name for this run, e.g. 'stock kernel'"),
-    engine: str = typer.Option("probe", "--engine", "-e", help="probe (default) or cyclictest"),
-    phase: str = typer.Option("together", "--phase", help=f"probe: {' or '.join(PHASES)} -- CPUs woken nearly "
+    engine: str = typer.Option("probe", "--engine", "-e", metavar="probe|cyclictest",
+                               help="probe (default) or cyclictest"),
+    phase: str = typer.Option("together", "--phase", metavar="together|spread",
+                              help=f"probe: {' or '.join(PHASES)} -- CPUs woken nearly "
                               "together as cyclictest's threads are (default), or spread evenly over the period"),
-    spike_us: Optional[str] = typer.Option(None, "--spike-us", help="log wake-ups later than this "
+    spike_us: Optional[str] = typer.Option(None, "--spike-us", metavar="INTEGER", help="log wake-ups later than this "
                                            "(default: half the interval)"),
-    histogram_us: Optional[str] = typer.Option(None, "--histogram-us", help="cyclictest histogram range, up to "
+    histogram_us: Optional[str] = typer.Option(None, "--histogram-us", metavar="INTEGER",
+                                               help="cyclictest histogram range, up to "
                                                "1000000 (default: 10 intervals, at least 1000)"),
-    settle_s: Optional[str] = typer.Option(None, "--settle-s", help="seconds the loads get to start before "
+    settle_s: Optional[str] = typer.Option(None, "--settle-s", metavar="SECONDS",
+                                           help="seconds the loads get to start before "
                                            "measuring (default 3 with loads)"),
     trace: bool = typer.Option(False, "--trace", help="also record why spikes were late: rtla timerlat's "
                                "auto-analysis at the spike threshold (needs CONFIG_TIMERLAT_TRACER and rtla)"),
@@ -157,8 +165,8 @@ def _plain_notice(host: str | None):
 
 @app.command()
 def attach(
-    first: str = typer.Argument(..., metavar="[HOST] RUN", help="the run's id (or a unique prefix); "
-                                "for a board: HOST (or USER@HOST) first"),
+    first: str = typer.Argument(..., metavar="[HOST] RUN", help="the run's id (or a unique prefix); for a board: "
+                                "HOST first (USER@HOST, HOST or a Host alias of your ssh config)"),
     second: Optional[str] = typer.Argument(None, hidden=True),
     ssh_config: Optional[Path] = SSH_CONFIG,
     results_dir: Optional[Path] = RESULTS_DIR,

@@ -18,13 +18,13 @@ from ..results.stats import show_dict
 from ..results.store import Store
 from ..device import SshTransport
 from . import app
-from .common import RESULTS_DIR, SSH_CONFIG, err_console
+from .common import HOST_REQUIRED, RESULTS_DIR, SSH_CONFIG, err_console
 from .render import make_console, us
 
 
 @app.command()
 def fetch(
-    host: str = typer.Argument(..., help="the board: HOST or USER@HOST"),
+    host: str = typer.Argument(..., help=HOST_REQUIRED.split(";")[0]),
     run: Optional[str] = typer.Argument(None, help="run id (or a unique prefix); default: every run that ended"),
     ssh_config: Optional[Path] = SSH_CONFIG,
     results_dir: Optional[Path] = RESULTS_DIR,

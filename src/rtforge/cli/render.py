@@ -9,13 +9,15 @@ control characters, and rich never reads it as markup."""
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
 
+from rich.cells import cell_len
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from ..results.display import clean
+from ..results.display import clean, known, loads_text, priority_text
 from ..results.model import RunResult
 from ..results.stats import irq_summary, percentile_text, summarize_all, summarize_cpu, telemetry_summary
 from ..results.timerlat import spike_lines
@@ -42,15 +44,68 @@ def _count(n: int | None) -> str:
     return "–" if n is None else f"{n:,}"
 
 
+@dataclass
+class Col:
+    """A column of a table fitted to the terminal: key columns (ids and the
+    numbers a user came for) are never cut or dropped; the others are dropped
+    in `drop` order (lowest first) until the table fits, and a column whose
+    every cell is '–' or '?' goes before any of them."""
+
+    name: str
+    key: bool = False
+    drop: int = 0
+    right: bool = False
+    wrap: bool = False          # text that may wrap onto more lines (a description), at least min_width wide
+    min_width: int = 12
+
+
+def fitted(console: Console, cols: list[Col], rows: list[list[object]], *, style=None, **table) -> Table:
+    """A rich Table of rows (Text or str cells) that fits console.width:
+    columns dropped as Col says, then the room left shared among the columns
+    that may wrap; every width is set here, so rich never cuts a cell."""
+    texts = [[c if isinstance(c, Text) else Text(str(c)) for c in row] for row in rows]
+    natural = [max([cell_len(c.name)] + [max(cell_len(line) for line in r[i].plain.split("\n")) for r in texts])
+               for i, c in enumerate(cols)]
+    least = [min(natural[i], c.min_width) if c.wrap else natural[i] for i, c in enumerate(cols)]
+    keep = list(range(len(cols)))
+    empty = [i for i in keep if not cols[i].key and rows and all(r[i].plain in ("–", "?", "") for r in texts)]
+
+    def total(idx: list[int], widths: list[int]) -> int:
+        return sum(widths[i] + 2 for i in idx) + max(len(idx) - 1, 0)  # padding 1+1, a rule between columns
+
+    for i in empty + sorted((i for i in keep if not cols[i].key and i not in empty), key=lambda i: cols[i].drop):
+        if total(keep, least) <= console.width:
+            break
+        keep.remove(i)
+    widths = list(least)
+    room = console.width - total(keep, least)
+    # The room left, shared among the wrapping columns by water-filling: the
+    # column that needs least is satisfied first, the rest share what is left.
+    wanting = sorted((i for i in keep if cols[i].wrap and natural[i] > least[i]), key=lambda i: natural[i] - least[i])
+    while wanting and room > 0:
+        i = wanting.pop(0)
+        more = min(natural[i] - widths[i], room // (len(wanting) + 1))
+        widths[i] += more
+        room -= more
+    t = Table(show_edge=False, header_style="bold", **table)
+    for i in keep:
+        c = cols[i]
+        t.add_column(c.name, justify="right" if c.right else "left", width=widths[i], no_wrap=not c.wrap,
+                     overflow="fold")
+    for n, row in enumerate(texts):
+        t.add_row(*(row[i] for i in keep), style=style(n) if callable(style) else style)
+    return t
+
+
 def run_header(r: RunResult) -> str:
-    s = r.system
-    loads = ",".join(map(str, r.config.get("loads") or [])) or "none"
+    s, c = r.system, r.config
     dur = f"{r.duration_s:.0f} s" if r.duration_s is not None else "?"
+    interval = "?" if c.get("interval_us") is None else f"{c['interval_us']} µs"
     parts = [
         f"[bold]{shown(r.run_id)}[/bold]" + (f"  “{shown(r.label)}”" if r.label else ""),
-        shown(f"{r.engine} · {r.state}{' (partial)' if r.partial else ''} · {dur} · interval "
-              f"{r.config.get('interval_us', '?')} µs · priority {r.config.get('priority', '?')} · load {loads}"),
-        shown(f"{r.host} · kernel {s.get('kernel_release', '?')} · preemption {s.get('preempt_model', '?')}"
+        shown(f"{r.engine} · {r.state}{' (partial)' if r.partial else ''} · {dur} · interval {interval} · "
+              f"priority {priority_text(c)} · load {loads_text(c)}"),
+        shown(f"{r.host} · kernel {known(s.get('kernel_release'))} · preemption {known(s.get('preempt_model'))}"
               + (f" · {s['board_model']}" if s.get("board_model") else "")),
     ]
     if r.config.get("emulated"):
@@ -58,22 +113,28 @@ def run_header(r: RunResult) -> str:
     return "\n".join(parts)
 
 
-def latency_table(r: RunResult) -> Table:
-    t = Table(title=None, show_edge=False, header_style="bold")
-    for name in ("CPU", "count", "min", "avg", "p50", "p99", "p99.9", "p99.99", "max", "overruns", "spikes",
-                 "overflow"):
-        t.add_column(name, justify="right")
+# The per-CPU table: the worst case and the tail are what a user came for.
+LATENCY_COLS = [Col("CPU", key=True), Col("count", drop=3, right=True), Col("min", drop=2, right=True),
+                Col("avg", drop=4, right=True), Col("p50", drop=1, right=True), Col("p99", key=True, right=True),
+                Col("p99.9", drop=5, right=True), Col("p99.99", drop=7, right=True), Col("max", key=True, right=True),
+                Col("overruns", drop=8, right=True), Col("spikes", drop=0, right=True),
+                Col("overflow", drop=6, right=True)]
+
+
+def latency_table(r: RunResult, console: Console | None = None) -> Table:
     rows = [summarize_cpu(c) for c in r.cpus]
     if len(rows) > 1:
         rows.append(summarize_all(r))
-    for s in rows:
-        t.add_row(
-            cell(s.cpu), _count(s.count), us(s.min_ns), us(s.avg_ns),
-            *(percentile_text(s, v) for v in (s.p50_ns, s.p99_ns, s.p999_ns, s.p9999_ns)), us(s.max_ns),
-            _count(s.overruns), _count(s.spikes), _count(s.overflow) if s.histogram else "–",
-            style="bold" if s.cpu == "all" else None,
-        )
-    return t
+    threads = bool(r.config.get("cpu_is_thread"))
+    cells = [[cell(("thread " if threads and s.cpu != "all" else "") + str(s.cpu)), _count(s.count), us(s.min_ns),
+              us(s.avg_ns), *(percentile_text(s, v) for v in (s.p50_ns, s.p99_ns, s.p999_ns, s.p9999_ns)),
+              us(s.max_ns), _count(s.overruns), _count(s.spikes), _count(s.overflow) if s.histogram else "–"]
+             for s in rows]
+    cols = list(LATENCY_COLS)
+    if threads:
+        cols[0] = Col("thread", key=True)
+    return fitted(console or make_console(), cols, cells,
+                  style=lambda n: "bold" if rows[n].cpu == "all" else None)
 
 
 def telemetry_line(r: RunResult) -> str:
@@ -114,7 +175,7 @@ def print_result(r: RunResult, console: Console | None = None) -> None:
     console = console or make_console()
     console.print(run_header(r), highlight=False)
     console.print("latency in µs", style="dim")
-    console.print(latency_table(r))
+    console.print(latency_table(r, console))
     console.print(shown(telemetry_line(r)), highlight=False)
     if irqs := irq_line(r):
         console.print(shown(irqs), highlight=False)

@@ -12,11 +12,12 @@ from .. import paths
 from ..errors import UserError
 from ..report.compare import compare_bench, compare_runs, one_kind
 from ..report.verdict import parse_cycle_time, verdict
+from ..results.display import known
 from ..results.store import Store
 from . import app
 from .bench import print_bench_compare
 from .common import RESULTS_DIR
-from .render import cell, make_console, shown, us
+from .render import Col, cell, fitted, make_console, shown, us
 
 KINDS = ("hist", "timeline", "cdf", "compare")
 
@@ -34,6 +35,13 @@ def _latency_only(loaded, command: str) -> None:
                 f"{r.run_id} is a CPU benchmark, not a latency run: `rtforge {command}` takes latency runs; "
                 f"`rtforge show` and `rtforge compare` show benchmarks"
             )
+
+
+# What differs between the runs, and by how much: the name, the tail and the ratios stay.
+COMPARE_COLS = [Col("run", key=True), Col("kernel", drop=3, wrap=True, min_width=10), Col("preempt", drop=4),
+                Col("load", drop=2), Col("wake-ups", drop=1, right=True), Col("min", drop=0, right=True),
+                Col("avg", drop=0, right=True), Col("p99", drop=6, right=True), Col("p99.99", drop=5, right=True),
+                Col("max", key=True, right=True), Col("versus first", key=True, wrap=True, min_width=16)]
 
 
 @app.command()
@@ -67,33 +75,12 @@ def compare(
     if as_json:
         print(json.dumps(rows, indent=1))
         return
-    from rich.table import Table
-
-    t = Table(show_edge=False, header_style="bold")
-    for col in ("run", "kernel", "preempt", "load", "wake-ups", "min", "avg", "p99", "p99.99", "max", "versus first"):
-        t.add_column(col, justify="right" if col in ("wake-ups", "min", "avg", "p99", "p99.99", "max") else "left")
-    for r in rows:
-        t.add_row(
-            *map(
-                cell,
-                (
-                    r["label"] or r["run_id"],
-                    r["kernel_release"] or "?",
-                    r["preempt_model"] or "?",
-                    ",".join(r["loads"]) or "none",
-                ),
-            ),
-            f"{r['count']:,}",
-            us(r["min_ns"]),
-            us(r["avg_ns"]),
-            r["p99_text"],
-            r["p9999_text"],
-            us(r["max_ns"]),
-            r["versus_first"],
-        )
+    cells = [[cell(v) for v in (r["label"] or r["run_id"], known(r["kernel_release"]), known(r["preempt_model"]),
+                                r["loads_text"], f"{r['count']:,}", us(r["min_ns"]), us(r["avg_ns"]), r["p99_text"],
+                                r["p9999_text"], us(r["max_ns"]), r["versus_first"])] for r in rows]
     console = make_console()
     console.print("latency in µs", style="dim")
-    console.print(t)
+    console.print(fitted(console, COMPARE_COLS, cells))
 
 
 PLOT_FORMATS = {".svg": "svg", ".png": "png"}
@@ -114,16 +101,19 @@ def output_format(output: Path, fmt: str | None, known: dict[str, str], what: st
     return known[ext]
 
 
-CYCLE = typer.Option(None, "--cycle-time", "-C", help="your control cycle, e.g. 1ms or 250us: the verdict, and a "
+CYCLE = typer.Option(None, "--cycle-time", "-C", metavar="DURATION",
+                     help="your control cycle, e.g. 1ms or 250us: the verdict, and a "
                      "line in the plots")
 
 
 @app.command()
 def plot(
     runs: List[str] = typer.Argument(..., help="run(s) to plot: id, unique id prefix, label or 'last'"),
-    kind: str = typer.Option("hist", "--kind", "-k", help="hist (OSADL), timeline, cdf (exceedance) or compare"),
+    kind: str = typer.Option("hist", "--kind", "-k", metavar="hist|timeline|cdf|compare",
+                             help="hist (OSADL), timeline, cdf (exceedance) or compare"),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="file to write; .svg or .png sets the format"),
-    fmt: Optional[str] = typer.Option(None, "--format", "-f", help="svg or png (default: from the file name)"),
+    fmt: Optional[str] = typer.Option(None, "--format", "-f", metavar="svg|png",
+                                      help="svg or png (default: from the file name)"),
     cycle_time: Optional[str] = CYCLE,
     results_dir: Optional[Path] = RESULTS_DIR,
 ) -> None:
@@ -167,7 +157,8 @@ def report(
     output: Optional[Path] = typer.Option(
         None, "--output", "-o", help="file to write; .html or .md sets the format (default report.html)"
     ),
-    fmt: Optional[str] = typer.Option(None, "--format", "-f", help="html (one self-contained file) or md "
+    fmt: Optional[str] = typer.Option(None, "--format", "-f", metavar="html|md",
+                                      help="html (one self-contained file) or md "
                                       "(default: from the file name)"),
     results_dir: Optional[Path] = RESULTS_DIR,
 ) -> None:

@@ -20,7 +20,14 @@ from ..results.store import Store
 from . import app
 from .bench import print_bench_result
 from .common import RESULTS_DIR, RUN_HELP
-from .render import cell, clean, make_console, print_result, shown, us
+from .render import Col, cell, clean, fitted, make_console, print_result, shown, us
+
+
+# The id is what the user types next, max the figure they came for: never cut.
+RUNS_COLS = [Col("run", key=True), Col("label", drop=7, wrap=True, min_width=12), Col("engine", drop=1),
+             Col("kernel", drop=4, wrap=True, min_width=10), Col("preempt", drop=2), Col("load", drop=0),
+             Col("duration", drop=3, right=True), Col("max µs", key=True, right=True),
+             Col("p99 µs", drop=5, right=True), Col("state", drop=6)]
 
 
 @app.command()
@@ -46,17 +53,11 @@ def runs(
         console.print(f"no runs in {shown(store.root)} yet: `rtforge latency` measures one", highlight=False)
         return
     if rows:
-        t = Table(show_edge=False, header_style="bold")
-        for col in ("run", "label", "engine", "kernel", "preempt", "load", "duration", "max µs", "p99 µs", "state"):
-            t.add_column(col, justify="right" if col.endswith("µs") or col == "duration" else "left")
-        for r in rows:
-            t.add_row(
-                *map(cell, (r.run_id, r.label or "", r.engine, r.kernel_release or "?", r.preempt_model or "?",
-                            r.loads or ("–" if r.kind == "bench" else "none"))),  # a benchmark runs without loads
-                f"{r.duration_s:.0f} s" if r.duration_s is not None else "?", us(r.max_ns), us(r.p99_ns),
-                cell(r.state + (" (partial)" if r.partial and r.state != "running" else "")),
-            )
-        console.print(t)
+        cells = [[r.run_id, r.label or "", r.engine, r.kernel_release or "?", r.preempt_model or "?",
+                  "–" if r.kind == "bench" else "?" if r.loads is None else r.loads or "none",  # a benchmark runs none
+                  f"{r.duration_s:.0f} s" if r.duration_s is not None else "?", us(r.max_ns), us(r.p99_ns),
+                  r.state + (" (partial)" if r.partial and r.state != "running" else "")] for r in rows]
+        console.print(fitted(console, RUNS_COLS, [[cell(v) for v in row] for row in cells]))
     if damaged:
         console.print(f"[yellow]{len(damaged)} damaged run folder{'s' if len(damaged) > 1 else ''}[/yellow] "
                       "(not listed above; repair or delete them, or import the runs again):", highlight=False)

@@ -52,12 +52,13 @@ class BootChoice:
     cmdline_file: str | None = None
     arm_64bit: bool = False
     os_prefix: str = ""         # the prefix in effect ("" when none or ignored)
+    overlays: str = "overlays/"  # the folder dtoverlay= files are loaded from
     reasons: dict = field(default_factory=dict)    # field -> which line decided, or which default
     warnings: list = field(default_factory=list)   # each says what to change
 
     def to_dict(self) -> dict:
         return {"kernel": self.kernel, "dtb": self.dtb, "initramfs": self.initramfs,
-                "cmdline": self.cmdline, "warnings": list(self.warnings)}
+                "cmdline": self.cmdline, "overlays": self.overlays, "warnings": list(self.warnings)}
 
 
 def image_arch(data: bytes | None) -> str | None:
@@ -126,6 +127,7 @@ class _Resolver:
         self.dtb(prefix)
         self.initramfs(prefix)
         self.cmdline(prefix)
+        self.overlays()
         self.bitness()
         self.soc_only()
         self.misplaced()
@@ -209,13 +211,30 @@ class _Resolver:
                       f"the top of the boot partition instead; copy {' and '.join(missing)} there or fix os_prefix.")
             return ""
         self.c.os_prefix, self.prefix_at = pre, s
-        # Overlays come from ${os_prefix}overlays/ only when its README exists
-        # (os_prefix / overlay_prefix).
-        if not self.files.exists(boot_path(pre + "overlays/README") or ""):
-            self.warn(f"{s.where}: {pre}overlays/README is missing, so overlays load from the shared overlays/ "
-                      f"(built for another kernel); copy the kernel's overlays and overlays/README into "
-                      f"{pre}overlays/.")
         return pre
+
+    def overlays(self) -> None:
+        """Where dtoverlay= files come from: ${overlay_prefix} (default
+        overlays/), under os_prefix only when ${os_prefix}${overlay_prefix}README
+        exists; otherwise the firmware falls back to ${overlay_prefix} itself
+        (Boot options, overlay_prefix)."""
+        o = self.p.last("overlay_prefix")
+        ovp = o.value if o is not None and o.value else "overlays/"
+        said = f"overlay_prefix={ovp} ({o.origin()})" if o is not None and o.value else "default overlay_prefix"
+        pre = self.c.os_prefix
+        if not pre:
+            self.c.overlays, self.c.reasons["overlays"] = ovp, said
+            return
+        if self.files.exists(boot_path(pre + ovp + "README") or ""):
+            self.c.overlays = pre + ovp
+            self.c.reasons["overlays"] = f"{said}{self.via_prefix(ovp)}, whose README exists"
+            return
+        self.c.overlays = ovp
+        self.c.reasons["overlays"] = f"{said}: {pre}{ovp}README is missing, so not under os_prefix={pre}"
+        if not ovp.startswith(pre):  # the shared overlays, not the ones of the kernel under os_prefix
+            self.warn(f"{self.prefix_at.where}: {pre}{ovp}README is missing, so overlays load from the shared "
+                      f"{ovp} (built for another kernel); copy the kernel's overlays and their README into "
+                      f"{pre}{ovp}.")
 
     def via_prefix(self, name: str) -> str:
         if not self.c.os_prefix or name.startswith("/"):

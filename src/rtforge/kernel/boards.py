@@ -67,6 +67,8 @@ API:
 
 from __future__ import annotations
 
+import difflib
+
 import re
 import shlex
 import tomllib
@@ -376,5 +378,24 @@ def get_board(name: str) -> Board:
     for b in _load():
         if wanted == b.name or wanted in b.aliases:
             return b
-    names = ", ".join(b.name for b in _load())
-    raise UserError(f"unknown board '{name}': use one of {names} (`rtforge kernel boards` lists them)")
+    raise UserError(f"unknown board '{name}': {_suggest(wanted)} (`rtforge kernel boards` lists them all)")
+
+
+def _suggest(wanted: str) -> str:
+    """The boards a mistyped or shortened name may mean: every board one of
+    whose names starts with it ('pi4' -> pi4-64, pi4-32; 'pi3' -> the pi3-64
+    and pi3-32 aliases), else the close spellings; 64-bit first, as Raspberry
+    Pi OS ships it."""
+    boards = list(_load())
+    by_name = {n: b for b in boards for n in (b.name, *b.aliases)}
+    hits = [b for b in boards if wanted and any(n.startswith(wanted) for n in (b.name, *b.aliases))]
+    if not hits:
+        close = {by_name[n].name: by_name[n] for n in difflib.get_close_matches(wanted, by_name, n=4, cutoff=0.6)}
+        hits = list(close.values())
+    if not hits:
+        return "use one of " + ", ".join(b.name for b in boards)
+    hits.sort(key=lambda b: (b.arch not in ("arm64", "x86_64"), b.name))
+    said = [f"{b.name} ({b.description}" + (f"; also called {', '.join(a for a in b.aliases if a.startswith(wanted))}"
+                                            if any(a.startswith(wanted) for a in b.aliases) else "") + ")"
+            for b in hits]
+    return "did you mean " + " or ".join(said) + "?"

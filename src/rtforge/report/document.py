@@ -19,7 +19,7 @@ import jinja2
 from .. import __version__, paths
 from ..errors import UserError
 from ..results.model import RunResult
-from ..results.display import known, loads_text, md_cell, md_code, md_text, priority_text
+from ..results.display import known, loads_text, md_cell, md_code, md_text, priority_text, run_command
 from ..results.stats import percentile_text, summarize_cpu, telemetry_summary
 from ..results.timerlat import spike_lines
 from . import plots
@@ -39,6 +39,7 @@ def _range(values, scale, fmt="{:.0f}") -> str:
 
 def system_row(r: RunResult) -> dict[str, Any]:
     s, c = r.system, r.config
+    command, trusted = run_command(r)
     return {
         "run": r.label or r.run_id,
         "run_id": r.run_id,
@@ -55,8 +56,8 @@ def system_row(r: RunResult) -> dict[str, Any]:
         "cpus": ",".join(map(str, c.get("cpus") or [])) or "?",
         "governors": ", ".join(s.get("governors") or []) or "–",
         "cmdline": s.get("cmdline") or "",
-        "reproducer": r.reproducer or "",
-        "foreign_command": "" if r.reproducer else " ".join(r.engine_argv),
+        "reproducer": command if trusted else "",
+        "foreign_command": "" if trusted else command,
     }
 
 

@@ -20,6 +20,7 @@ from fractions import Fraction
 
 import numpy as np
 
+from ..results.display import run_command
 from ..results.hist import Histogram
 from ..results.model import RunResult
 from ..results.stats import merged_histogram, summarize_all
@@ -169,7 +170,8 @@ def latency_histogram(run: RunResult, cycle_ns: int | None = None) -> Figure:
     ax.grid(True, which="major", alpha=0.3)
     ax.legend(loc="upper right", fontsize=8)
     ax.set_title(title(run), fontsize=10)
-    command = plain(run.reproducer or " ".join(run.engine_argv), 400)
+    command, trusted = run_command(run)
+    command = plain(command if trusted or not command else f"the file's command line: {command}", 400)
     if command:
         fig.text(0.01, 0.005, command, fontsize=7, family="monospace", color="#444", va="bottom")
     fig.get_layout_engine().set(h_pad=0.25)

@@ -25,11 +25,7 @@ def run_warnings(result: RunResult) -> list[str]:
         )
     overflow = sum(c.hist.overflow for c in result.cpus if c.hist.range_max_ns is not None and c.hist.range_max_ns >= 0)
     if overflow:
-        rng = max(c.hist.range_max_ns for c in result.cpus) // 1000 + 1
-        warn.append(
-            f"{overflow} samples fell beyond the {rng} µs histogram, so their values are lost and high "
-            "percentiles may be unknown; rerun with a larger --histogram-us or with the probe engine"
-        )
+        warn.append(_overflow_warning(result, overflow))
     dropped = sum(c.spikes_dropped for c in result.cpus)
     if dropped:
         warn.append(
@@ -48,3 +44,14 @@ def run_warnings(result: RunResult) -> list[str]:
             "add a heatsink or fan and repeat"
         )
     return warn
+
+
+def _overflow_warning(result: RunResult, overflow: int) -> str:
+    """Samples beyond a cyclictest histogram: what is lost, and -- for a run
+    rtforge made -- what to change; an imported file cannot be rerun."""
+    size = result.config.get("histogram_us")
+    where = f"the {size} µs histogram" if size else "the histogram (its size is not recorded in the file)"
+    fact = f"{overflow} samples fell beyond {where}, so their values are lost and high percentiles may be unknown"
+    if result.engine == "import":
+        return fact + "; measure with a larger -h next time, or with rtforge's probe, which keeps every value"
+    return fact + "; rerun with a larger --histogram-us or with the probe engine"

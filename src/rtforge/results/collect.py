@@ -119,11 +119,28 @@ def _from_cyclictest(result: RunResult, raw: Path) -> tuple[str, list[str]]:
         text = out.read_text(errors="replace") if out.exists() else ""
         result.cpus = cyclictest.cpus_from_status(text, result.config.get("cpus") or [])
         state = "killed"
+    # The metadata was taken before cyclictest started, by a process that
+    # held no /dev/cpu_dma_latency; cyclictest says on its first line
+    # whether it held it, and that is the truth for this run.
+    if (m := _DMA_RE.search(_head(raw / "cyclictest.out"))) is not None:
+        result.system["cpu_dma_latency_us"] = int(m[1])
     monitor = raw / "monitor"
     if (monitor / "probe.json").exists():
         meta = probe_output.read_probe_json(monitor)["meta"]
         result.telemetry = probe_output.telemetry_from_rows(probe_output.read_jsonl(monitor / "telemetry.jsonl"), meta)
     return state, []
+
+
+_DMA_RE = re.compile(r"^# /dev/cpu_dma_latency set to ([0-9]{1,9})us$", re.M)
+
+
+def _head(path: Path, limit: int = 4096) -> str:
+    """The first bytes of an engine's output (its header lines), or ''."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(limit).decode("utf-8", "replace")
+    except OSError:
+        return ""
 
 
 def _from_bench(result: RunResult, raw: Path) -> tuple[str, list[str]]:

@@ -10,6 +10,7 @@ as a Python escape, visible and inert."""
 from __future__ import annotations
 
 import re
+import shlex
 
 
 def clean(value: object) -> str:
@@ -67,3 +68,18 @@ def priority_text(config: dict) -> str:
     if policy is None and priority is None:
         return "?"
     return f"{known(policy)} {known(priority)}"
+
+
+def run_command(run) -> tuple[str, bool]:
+    """(the command that made a run, whether rtforge vouches for it).
+
+    A run rtforge measured has its reproducer (or the engine command it ran).
+    An import's command line is the file's own record -- possibly edited, or
+    not a command at all -- so it is never offered as something to run;
+    results written by older versions stored it as the reproducer, hence the
+    engine check rather than the field."""
+    if run.engine != "import":
+        text = run.reproducer or shlex.join(run.engine_argv)
+        return text, bool(text)
+    foreign = (run.source or {}).get("command_line") or run.reproducer or " ".join(run.engine_argv)
+    return foreign or "", False

@@ -50,7 +50,7 @@ from .stats import summarize_all
 
 log = logging.getLogger("rtforge")
 
-INDEX_VERSION = 2
+INDEX_VERSION = 3   # 3: loads NULL when unknown (an import), '' when none
 COLUMNS = (
     "run_id", "kind", "engine", "label", "host", "kernel_release", "preempt_model", "loads",
     "duration_s", "interval_us", "max_ns", "p99_ns", "start_time", "state", "source_sha256", "stored_at",
@@ -68,7 +68,7 @@ class IndexRow:
     host: str
     kernel_release: str | None
     preempt_model: str | None
-    loads: str
+    loads: str | None
     duration_s: float | None
     interval_us: int | None
     max_ns: int | None
@@ -96,10 +96,11 @@ class DamagedRun:
 def _row(result: RunResult) -> tuple:
     # Bench runs have no wake-ups: no max or p99; their duration is wall time.
     summary = summarize_all(result) if result.kind != "bench" else None
+    loads = result.config.get("loads")
     return (
         result.run_id, result.kind, result.engine, result.label, result.host,
         result.system.get("kernel_release"), result.system.get("preempt_model"),
-        ",".join(result.config.get("loads") or []), result.duration_s, result.config.get("interval_us"),
+        None if loads is None else ",".join(map(str, loads)), result.duration_s, result.config.get("interval_us"),
         summary.max_ns if summary else None, summary.p99_ns if summary else None, result.start_time, result.state,
         (result.source or {}).get("sha256"), result.stored_at,
     )

@@ -35,3 +35,11 @@ sed -i '1i time,core1,core2\n' recipe-histofall.csv
 # From a run that was not quiet: status lines with escapes end up in the CSV.
 grep -v '^#' hist-tty.txt | tr ' ' ',' | tr '\t' ',' > recipe-tty.csv
 sed -i '1i time,core1,core2' recipe-tty.csv
+# SCHED_OTHER (no real-time priority), not quiet: "policy: other/other", P: 0
+cyclictest -m -i200 -t2 -D 1 > other.txt
+# Only the '#' lines (grep '^#'), as Pi scripts keep a summary: no histogram rows
+grep '^#' hist.txt > summary-lines.txt
+# A saved terminal session: the prompt line with the command, then its output;
+# -a 1 pins the one thread to CPU 1, which the command line alone tells
+cmd="cyclictest -m -p90 -i200 -t1 -a 1 -h 100 -q -D 1"
+{ echo "root@pi:~# $cmd"; $cmd; } > session.txt

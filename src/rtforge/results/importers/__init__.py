@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -77,7 +78,42 @@ def _raw_name(path: Path) -> str:
     return path.name if path.name not in ("", ".", "..") else "output.txt"
 
 
-def import_file(path: Path | str, store: Store, label: str | None = None) -> RunResult:
+PREEMPT_MODELS = ("rt", "full", "voluntary", "none", "dynamic", "lazy")
+_WHAT = {"kernel_release": "kernel release", "preempt_model": "preemption model", "loads": "load",
+         "priority": "priority"}
+_OPTION = {"kernel_release": "--kernel", "preempt_model": "--preempt", "loads": "--load", "priority": "--priority"}
+
+
+@dataclass
+class Stated:
+    """What the user knows of an imported run and the file does not say."""
+
+    kernel_release: str | None = None
+    preempt_model: str | None = None
+    loads: list[str] | None = None       # [] for a run without load
+    priority: int | None = None
+
+    def apply(self, result: RunResult, path: Path) -> None:
+        """Fill in what the file left unknown; refuse what contradicts it."""
+        for key, where, value in (("kernel_release", result.system, self.kernel_release),
+                                  ("preempt_model", result.system, self.preempt_model),
+                                  ("loads", result.config, self.loads),
+                                  ("priority", result.config, self.priority)):
+            if value is None:
+                continue
+            said = where.get(key)
+            if said not in (None, "unknown", value):
+                option = _OPTION[key]
+                raise UserError(f"{path} says {_WHAT[key]} {said!r}, but {option} says {value!r}; "
+                                f"leave {option} out, or import the right file")
+            where[key] = value
+        if self.priority is not None and "policy" not in result.config:
+            result.config["policy"] = "other" if self.priority == 0 else "fifo"
+        if self.preempt_model is not None:
+            result.system["preempt_model_source"] = "stated at import"
+
+
+def import_file(path: Path | str, store: Store, label: str | None = None, stated: Stated | None = None) -> RunResult:
     """Store a cyclictest output as a complete run; UserError for bad input or a repeat import.
 
     The file is copied into a hidden folder of the store while its sha256 is
@@ -103,7 +139,8 @@ def import_file(path: Path | str, store: Store, label: str | None = None) -> Run
             if existing:
                 raise UserError(f"{path} was already imported as run {existing} (same sha256); "
                                 f"`rtforge show {existing}` shows it")
-            result = _result(path, store, label, sha256, parse_source(Source.from_path(str(path), copy)), mtime)
+            result = _result(path, store, label, sha256, parse_source(Source.from_path(str(path), copy)), mtime,
+                             stated or Stated())
             store.add(result, staging)
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
@@ -111,16 +148,19 @@ def import_file(path: Path | str, store: Store, label: str | None = None) -> Run
     return result
 
 
-def _result(path: Path, store: Store, label: str | None, sha256: str, parsed: Parsed, mtime: float) -> RunResult:
+def _result(path: Path, store: Store, label: str | None, sha256: str, parsed: Parsed, mtime: float,
+            stated: Stated) -> RunResult:
     start = _start(parsed, mtime)
     host = parsed.host or "unknown"
     result = RunResult(
         run_id=store.new_run_id(path.stem[:24] or host, start), engine="import", state="complete", host=host,
         start_time=start.isoformat(timespec="seconds"), label=label, duration_s=parsed.duration_s,
-        requested=parsed.requested, config=parsed.config, system=parsed.system, reproducer=parsed.reproducer,
-        engine_argv=parsed.engine_argv, cpus=parsed.cpus, top_spikes=parsed.top_spikes,
-        source={"file": _raw_name(path), "sha256": sha256, "format": parsed.format},
+        requested=parsed.requested, config=parsed.config, system=parsed.system,
+        cpus=parsed.cpus, top_spikes=parsed.top_spikes,
+        source={"file": _raw_name(path), "sha256": sha256, "format": parsed.format,
+                **({"command_line": parsed.command_line} if parsed.command_line else {})},
     )
+    stated.apply(result, path)
     result.warnings = parsed.warnings + _generic_warnings(result)
     return result
 

@@ -44,8 +44,7 @@ class Parsed:
     requested: dict[str, Any] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     top_spikes: list[list[int]] = field(default_factory=list)
-    engine_argv: list[str] = field(default_factory=list)
-    reproducer: str | None = None
+    command_line: str | None = None      # the file's own record of how cyclictest ran: shown, never run
     host: str | None = None
     start_time: str | None = None
     duration_s: float | None = None

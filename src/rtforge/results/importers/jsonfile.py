@@ -20,67 +20,12 @@ from typing import Any
 
 from ..cyclictest import cpus_from_json, json_field
 from ..system import describe
+from .cmdline import DEFAULT_INTERVAL_US, parse_cmdline, thread_cpus
+from .cmdline import duration_s as _duration_s
+from .cmdline import number as _number
 from .common import (
     MAX_VALUE, NS, NUM, US, Parsed, Source, check_extremes, no_histogram_warning, nsecs_warning,
 )
-
-# cyclictest's getopt string is "a::A::b:c:d:D:F:h:H:i:l:MNo:p:mnqrRsSt::uvD:x".
-SHORT_WITH_VALUE = set("bcdDFhHilop")
-SHORT_OPTIONAL = set("aAt")
-SHORT_NAMES = {"a": "affinity", "b": "breaktrace", "D": "duration", "h": "histogram", "H": "histofall",
-               "i": "interval", "l": "loops", "N": "nsecs", "p": "priority", "q": "quiet", "t": "threads"}
-LONG_WITH_VALUE = {"breaktrace", "clock", "distance", "duration", "fifo", "histogram", "histfile", "histofall",
-                   "interval", "json", "latency", "loops", "mainaffinity", "oscope", "priority", "policy", "spike",
-                   "spike-nodes", "deepest-idle-state", "delay"}
-DEFAULT_INTERVAL_US = 1000  # cyclictest --help: "base interval of thread in us default=1000"
-DURATION_RE = re.compile(r"([0-9]{1,9})([smhdSMHD]?)")
-SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
-
-
-def parse_cmdline(cmdline: str) -> dict[str, str | None]:
-    """cyclictest's options by long name, the way its getopt_long reads them.
-
-    The JSON joins argv with spaces without quoting, so splitting on
-    whitespace is the faithful inverse.
-    """
-    argv = cmdline.split()
-    opts: dict[str, str | None] = {}
-    i = 1
-    while i < len(argv):
-        arg = argv[i]
-        i += 1
-        if arg.startswith("--") and len(arg) > 2:
-            name, eq, value = arg[2:].partition("=")
-            if not eq and name in LONG_WITH_VALUE and i < len(argv):
-                value, i = argv[i], i + 1
-            opts[name] = value if eq or name in LONG_WITH_VALUE else None
-        elif arg.startswith("-") and len(arg) > 1:
-            for k in range(1, len(arg)):
-                c, rest = arg[k], arg[k + 1:]
-                name = SHORT_NAMES.get(c, c)
-                if c in SHORT_WITH_VALUE:
-                    if not rest and i < len(argv):
-                        rest, i = argv[i], i + 1
-                    opts[name] = rest
-                    break
-                if c in SHORT_OPTIONAL:
-                    # cyclictest also takes "-t 2" by peeking at the next word.
-                    if not rest and c == "t" and i < len(argv) and argv[i].isdigit():
-                        rest, i = argv[i], i + 1
-                    opts[name] = rest or None
-                    break
-                opts[name] = None
-    return opts
-
-
-def _number(value: str | None) -> int | None:
-    return int(value) if value is not None and re.fullmatch(NUM, value) else None
-
-
-def _duration_s(value: str | None) -> int | None:
-    m = DURATION_RE.fullmatch(value or "")
-    return int(m[1]) * SECONDS[m[2].lower()] if m else None
-
 
 def _line_of(src: Source, needle: str) -> int:
     text = src.text()
@@ -176,6 +121,7 @@ def read_json(src: Source) -> Parsed:
             check_extremes(src, line, line, int(key), counts, overflow, t["min"], t["max"], size,
                            "ns" if unit == NS else "µs")
     cpus = cpus_from_json(doc, size, unit_ns=unit)
+    pinned = thread_cpus(opts, len(cpus))
     if size is None and any_hist:
         warnings.append("the file does not say how large the histogram was (its command line has no -h), so "
                         "samples missing from it are counted as beyond its range; import a file with its cmdline")
@@ -191,7 +137,15 @@ def read_json(src: Source) -> Parsed:
                         "check the output it printed, and repeat the run")
     system, host = _system(doc)
     start, duration = _times(doc)
-    config: dict[str, Any] = {"threads": len(threads), "cpus": sorted({c.cpu for c in cpus}), "resolution_ns": unit}
+    if pinned is None:
+        # Not pinned (or no command line to say so): its "cpu" is the thread's number, not where it ran.
+        for i, c in enumerate(cpus):
+            c.cpu = i
+    config: dict[str, Any] = {"threads": len(threads), "resolution_ns": unit}
+    if pinned is None:
+        config["cpu_is_thread"] = True
+    else:
+        config["cpus"] = sorted({c.cpu for c in cpus})
     version = json_field(doc, "rt_test_version")
     if isinstance(version, str):
         config["rt_tests_version"] = version
@@ -210,6 +164,6 @@ def read_json(src: Source) -> Parsed:
         requested = {"duration_s": _duration_s(opts.get("duration")), "loops": _number(opts.get("loops"))}
     return Parsed(
         format="cyclictest-json", cpus=cpus, config=config, system=system, requested=requested, warnings=warnings,
-        engine_argv=cmdline.split() if cmdline else [], reproducer=cmdline, host=host, start_time=start,
+        command_line=cmdline, host=host, start_time=start,
         duration_s=duration,
     )

@@ -39,10 +39,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..cyclictest import STATUS_RE, cpus_from_status, last_status
+from ..hist import Histogram
+from ..model import CpuResult
 from .common import (
     EXPECTED, MAX_VALUE, NS, NUM, US, Parsed, Source, check_extremes, clean_line, column_sums, exact_sum, ints,
     no_histogram_warning, nsecs_warning, snippet, sparse_cpu, top_spikes,
 )
+from .cmdline import find_in_text, histogram_size, number, parse_cmdline, thread_cpus
 from .rows import Rows
 
 FOOTER_KEYS = ("Total", "Min Latencies", "Avg Latencies", "Max Latencies", "Histogram Overflows")
@@ -54,7 +57,9 @@ THREAD_RE = re.compile(r"# Thread ([0-9]{1,6}):(.*)")
 OTHERS_RE = re.compile(rf"(.*?)#\s*({NUM}) others")
 SPIKE_RE = re.compile(rf"T:\s*({NUM})\s+Spike:\s*({NUM}):\s*TS:\s*({NUM})")
 SPIKES_TOTAL_RE = re.compile(rf"spikes = ({NUM})")
-POLICY_RE = re.compile(r"policy: (\w+):")
+# "policy: fifo: loadavg: ..." or, since rt-tests 1.x, "policy: other/other: ..." (the threads' policy, then
+# the main thread's) for a run without a real-time priority
+POLICY_RE = re.compile(r"policy: (\w+)(?:/\w+)?:")
 DMA_RE = re.compile(rf"# /dev/cpu_dma_latency set to ({NUM})us")
 TIDS_RE = re.compile(r"# Thread Ids:(.*)")
 BREAK_RE = re.compile(rf"# Break (thread|value): ({NUM})")
@@ -80,6 +85,7 @@ class Scan:
     tids: list[int] = field(default_factory=list)
     breaks: dict[str, tuple[int, int]] = field(default_factory=dict)  # thread|value -> (line, number)
     cyclictest_warnings: list[str] = field(default_factory=list)
+    command_line: str | None = None
     skipped: list[str] = field(default_factory=list)
     last_line: int = 0
 
@@ -165,6 +171,9 @@ def scan_body(src: Source, s: Scan, no: int, line: str) -> None:
         s.policy = m[1]
     elif line.startswith("WARN:"):
         s.cyclictest_warnings.append(line[5:].strip())
+    elif (cmd := find_in_text(line)) is not None:
+        if s.command_line is None:
+            s.command_line = cmd[:2000]
     else:
         raise src.error(no, f"expected a line of cyclictest output (a status line {STATUS_FORM}, a histogram or "
                             f"'#' summary line, or a spike line), not {snippet(line)}")
@@ -247,7 +256,14 @@ def read_text(src: Source) -> Parsed:
     if s.hist_line is None and not s.statuses:
         raise src.error(1, f"found no cyclictest results (no '# Histogram', no status line {STATUS_FORM}); "
                            f"expected {EXPECTED}")
-    parsed = _from_histogram(src, s) if s.hist_line is not None else _from_status(src, s)
+    opts = parse_cmdline(s.command_line) if s.command_line else {}
+    if s.hist_line is None:
+        parsed = _from_status(src, s)
+    elif not s.rows.read and "Max Latencies" in s.footer:
+        parsed = _from_summary_lines(src, s)
+    else:
+        parsed = _from_histogram(src, s, histogram_size(opts))
+    _command_line(parsed, s.command_line, opts)
     if s.dma_us is not None:
         parsed.system["cpu_dma_latency_us"] = s.dma_us
     parsed.warnings += [f"cyclictest warned: {w}" for w in s.cyclictest_warnings]
@@ -284,7 +300,62 @@ def _check_overflow_lists(src: Source, s: Scan, n: int, overflow: list[int]) -> 
                                   f"'# Histogram Overflows' gives {overflow[j]}; the file is damaged")
 
 
-def _from_histogram(src: Source, s: Scan) -> Parsed:
+def _command_line(parsed: Parsed, command: str | None, opts: dict) -> None:
+    """What a recorded command line adds: where threads ran (-a, -S) and the
+    settings the output does not print (the status lines win where they do)."""
+    parsed.command_line = command
+    pinned = thread_cpus(opts, len(parsed.cpus))
+    if pinned is None:
+        parsed.config["cpu_is_thread"] = True    # T: n is a thread, which ran wherever the scheduler put it
+    else:
+        for c in parsed.cpus:
+            c.cpu = pinned[c.cpu] if c.cpu < len(pinned) else c.cpu
+        parsed.config["cpus"] = sorted({c.cpu for c in parsed.cpus})
+    if (prio := number(opts.get("priority"))) is not None:
+        parsed.config.setdefault("priority", prio)
+        parsed.config.setdefault("policy", opts.get("policy") or ("fifo" if prio else "other"))
+    if (interval := number(opts.get("interval"))) is not None:
+        parsed.config.setdefault("interval_us", interval)
+
+
+def _from_summary_lines(src: Source, s: Scan) -> Parsed:
+    """'# Histogram' followed directly by its '#' summary lines: the rows were
+    filtered out (grep '^#', as several Pi scripts save it), every figure
+    the summary states is kept, and no percentile is known."""
+    f = s.footer
+    for key in REQUIRED_FOOTER:
+        if key not in f:
+            raise src.error(s.last_line + 1, f"expected the '# {key}:' line of cyclictest's summary; the file is "
+                                             "cut off or damaged")
+    n = len(f["Min Latencies"][1])
+    values = {k: v[:n] for k, (_, v) in f.items()}  # -H appends a total to Total, Max and Overflows
+    latest = last_status("\n".join(line for _, line in s.statuses))
+    if "Total" in values:
+        counts = [values["Total"][j] + values["Histogram Overflows"][j] for j in range(n)]
+    elif len(latest) == n:
+        counts = [latest[t]["cycles"] for t in sorted(latest)]
+    else:
+        raise src.error(f["Min Latencies"][0], "this summary has no '# Total:' line (rt-tests 2.x) and no status "
+                                               "lines, so the number of wake-ups is unknown; import the whole "
+                                               "output, histogram rows included")
+    unit, how = value_unit(s, [values["Min Latencies"][j] for j in range(n) if counts[j]])
+    cpus = [CpuResult(cpu=j, count=counts[j], min_ns=values["Min Latencies"][j] * unit if counts[j] else None,
+                      max_ns=values["Max Latencies"][j] * unit if counts[j] else None,
+                      sum_ns=round(values["Avg Latencies"][j] * unit * counts[j]) if counts[j] else None,
+                      overruns=None, hist=Histogram.from_buckets([], overflow=counts[j], range_max_ns=-1))
+            for j in range(n)]
+    warnings = [*s.skipped, "the histogram's rows are not in this file (only cyclictest's '#' summary lines are), "
+                "so only the count, min, average and max are known: no percentile, and the averages are "
+                "cyclictest's whole-µs ones; import the whole output for the distribution"]
+    if how:
+        warnings.insert(1, nsecs_warning(how))
+    config = {"threads": n, "resolution_ns": unit, **status_config(s)}
+    return Parsed(format="cyclictest-summary-lines", cpus=cpus, config=config, warnings=warnings)
+
+
+def _from_histogram(src: Source, s: Scan, asked: int | None = None) -> Parsed:
+    """asked: the -h size from a recorded command line, the truth where the
+    rows do not tell it (rt-tests 2.x prints only the non-empty ones)."""
     f = _footer(src, s)
     n = len(f["Min Latencies"][1])
     cols = s.rows.width
@@ -328,6 +399,9 @@ def _from_histogram(src: Source, s: Scan) -> Parsed:
     unit, how = value_unit(s, [mins[j] for j in range(n) if totals[j]])
     unit_name = "ns" if unit == NS else "µs"
     size = None if s.rows.sparse else s.rows.size
+    last = s.rows.last
+    if asked is not None and asked > s.rows.last and (size is None or size == asked):
+        size, last = asked, asked - 1   # the command line's -h: the range, wherever the last row printed ends
     for j in range(n):
         if totals[j]:
             used = counts[:, j] > 0
@@ -338,17 +412,18 @@ def _from_histogram(src: Source, s: Scan) -> Parsed:
     cpus = []
     for j in range(n):
         sum_units = exact_sum(buckets, counts[:, j]) if not overflow[j] else avgs[j] * totals[j]
-        cpus.append(sparse_cpu(j, buckets, counts[:, j], overflow[j], unit, s.rows.last, mins[j] * unit,
+        cpus.append(sparse_cpu(j, buckets, counts[:, j], overflow[j], unit, last, mins[j] * unit,
                                maxes[j] * unit, sum_units * unit, spikes[j]))
-    if s.rows.sparse and any(overflow[:n]):
+    if size is None and any(overflow[:n]):
         warnings.append(f"this output prints only the non-empty histogram rows (rt-tests 2.x), so the histogram's "
                         f"size is unknown: the overflowed samples lie somewhere above {s.rows.last} {unit_name}")
     if how:
-        warnings.insert(0, nsecs_warning(how, s.rows.size, sum(overflow[:n]), sum(totals)))
+        warnings.insert(0, nsecs_warning(how, size or s.rows.size, sum(overflow[:n]), sum(totals)))
     if brk := break_info(s):
         warnings.append(break_warning(*brk, unit))
-    config = {"threads": n, "histogram_us" if unit == US else "histogram_ns": s.rows.size, "resolution_ns": unit,
-              **status_config(s)}
+    config = {"threads": n, "resolution_ns": unit, **status_config(s)}
+    if size is not None:
+        config["histogram_us" if unit == US else "histogram_ns"] = size
     fmt = "cyclictest-histofall" if histofall else "cyclictest-histogram"
     return Parsed(format=fmt, cpus=cpus, config=config, warnings=s.skipped + warnings, top_spikes=top)
 
