@@ -57,9 +57,12 @@ def test_the_names_users_type():
     assert get_board("x86-64").srcarch == "x86"
 
 
-def test_unknown_board_names_them_all():
+def test_an_unknown_board_names_the_close_ones_or_all():
     with pytest.raises(UserError) as e:
-        get_board("pi9")
+        get_board("pi9")                      # close to pi1, pi2, pi5: those, with what they are
+    assert "did you mean" in str(e.value) and "pi5 (Raspberry Pi 5" in str(e.value)
+    with pytest.raises(UserError) as e:
+        get_board("beaglebone")               # close to nothing: every board
     for name in load_boards():
         assert name in str(e.value)
 

@@ -99,7 +99,8 @@ def test_a_markdown_report_never_replaces_a_folder_it_did_not_make(tmp_path, rd,
 
 @pytest.mark.parametrize("where", ["/proc/version", "/proc/self/rtforge.html", "/sys/rtforge.svg"])
 def test_pseudo_file_systems_are_one_sentence(where, rd, capsys):
-    for argv in (["report", "last", "-o", where], ["plot", "last", "-o", str(Path(where).with_suffix(".svg"))]):
+    for argv in (["report", "last", "-f", "html", "-o", where],
+                 ["plot", "last", "-o", str(Path(where).with_suffix(".svg"))]):
         assert main([*argv, *rd]) == 2
         err = capsys.readouterr().err
         assert err.startswith("rtforge: error: cannot write ") and err.count("\n") == 1, err

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from rtforge.cli import main
+from rtforge.results.store import Store
 
 GOLDEN = Path(__file__).parent / "golden" / "cyclictest"
 ESC = "\x1b"
@@ -26,9 +27,14 @@ def rd(tmp_path, capsys):
     src = tmp_path / "hostile.json"
     src.write_text(json.dumps(doc))
     rd = ["--results-dir", str(tmp_path / "results")]
-    assert main(["import", str(src), "--label", HOSTILE, *rd]) == 0
+    assert main(["import", str(src), "--label", HOSTILE, *rd]) == 2   # a label typed with escapes is refused
+    assert "holds a control character" in capsys.readouterr().err
+    assert main(["import", str(src), "--label", "plain", *rd]) == 0
     out = capsys.readouterr().out
     assert ESC not in out and "\x07" not in out and "\x9b" not in out
+    # ... but a store copied from elsewhere may hold one: it is shown, never obeyed
+    store = Store(tmp_path / "results")
+    store.relabel(store.resolve("plain"), HOSTILE)
     return rd
 
 

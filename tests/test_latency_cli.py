@@ -248,7 +248,8 @@ def test_an_exception_mid_run_stops_everything_and_keeps_the_run(tmp_path):
 
 BAD = [
     (["--duration", "10x"], "'10x' is not a duration"),
-    (["--duration", "0"], "shorter than one second"),
+    (["--duration", "0s"], "shorter than one second"),
+    (["--duration", "90"], "has no unit"),
     (["--duration", ""], "'' is not a duration"),
     (["--duration", "101d"], "longer than 100 days"),
     (["--duration", "２s"], "'２s' is not a duration"),  # a full-width digit

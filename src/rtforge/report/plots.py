@@ -140,7 +140,7 @@ def _log_counts(ax) -> None:
 def _kept(hists: list[Histogram], what: str) -> None:
     if any(h.in_range for h in hists):
         return
-    if any(h.overflow for h in hists):
+    if any(h.kept and h.overflow for h in hists):
         raise NothingToPlot(f"{what} has every wake-up beyond its histogram's range (cyclictest -h too small, or "
                             "-N with a range in ns), so there is no curve to draw; `rtforge show` prints its min, "
                             "average and max")
