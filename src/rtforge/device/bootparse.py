@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Protocol
 
 from ..errors import UserError
+from ..paths import resolved
 from .pimodels import PiModel, model_filters
 
 # Entries are cut at 98 characters and the firmware ignores the rest (What is
@@ -78,7 +79,7 @@ class DirFiles:
             return None
         full = self.root / rel
         try:  # a symlink may not lead out of the partition
-            full.resolve().relative_to(self.root.resolve())
+            resolved(full, f"{rel} on the boot partition {self.root}").relative_to(resolved(self.root, str(self.root)))
         except ValueError:
             return None
         return full if full.is_file() else None
