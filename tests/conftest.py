@@ -65,23 +65,21 @@ def sshd(tmp_path_factory):
     if not IS_ROOT:
         pytest.skip("the loopback sshd needs root")
     import shutil
-    import tempfile
 
-    from .support.sshd import create_users, make_sshd, remove_users
+    from .support.sshd import create_users, make_sshd, remove_users, session_dir
 
-    # Not under pytest's 0700 tmp dir: sshd reads authorized_keys as the
-    # logging-in user, who must be able to reach it.
-    base = Path(tempfile.mkdtemp(prefix="rtforge-sshd-"))
     users = create_users()
-    server = None
+    base = server = None
     try:
+        base = session_dir()
         server = make_sshd(base, users.names)
         yield server
     finally:
         if server is not None:
             server.stop()
         remove_users(users.created)
-        shutil.rmtree(base, ignore_errors=True)
+        if base is not None:
+            shutil.rmtree(base, ignore_errors=True)
 
 
 @pytest.fixture

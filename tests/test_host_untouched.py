@@ -10,6 +10,7 @@ import pwd
 import signal
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -26,13 +27,15 @@ INNER = "tests/test_ssh_transport.py::test_sudo_for_non_root_users"
 
 
 def rtforge_logins() -> set[str]:
-    """The logins, sudo rules, homes and subordinate ids of rtforge's test sessions (any version) here."""
+    """The logins, sudo rules, homes and subordinate ids of rtforge's test sessions (any version) here,
+    and the sshd folders of this version's."""
     users = {e.pw_name for e in pwd.getpwall() if e.pw_name.startswith("rtforge")}
     rules = {f"sudoers.d/{p.name}" for p in SUDOERS.iterdir() if p.name.startswith("rtforge")}
     homes = {f"home/{p.name}" for p in Path("/home").iterdir() if p.name.startswith("rtforge")}
     ranges = {f"{f}:{line.split(':')[0]}" for f in ("subuid", "subgid") if Path(f"/etc/{f}").exists()
               for line in Path(f"/etc/{f}").read_text().splitlines() if line.startswith("rtforge")}
-    return users | rules | homes | ranges
+    folders = {f"tmp/{p.name}" for p in Path(tempfile.gettempdir()).glob("rtforge-sshd-t*")}
+    return users | rules | homes | ranges | folders
 
 
 class Session:

@@ -11,9 +11,11 @@ from __future__ import annotations
 import os
 import pwd
 import re
+import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +30,13 @@ SUDOERS = Path("/etc/sudoers.d")
 ROLES = {"sudo": "ALL=(ALL) NOPASSWD: ALL", "nosudo": None}
 _NAME = re.compile(r"rtforge-t([0-9]+)-(?:sudo|nosudo)")
 _OWNER = re.compile(r"rtforge test session ([0-9]+) started ([0-9]+)")
+_DIR = re.compile(r"rtforge-sshd-t([0-9]+)-.*")
+
+
+def session_dir() -> Path:
+    """The sshd's folder for this session (keys, config, log), named by its pid like its users.
+    Not under pytest's 0700 tmp dir: sshd reads authorized_keys as the logging-in user."""
+    return Path(tempfile.mkdtemp(prefix=f"rtforge-sshd-t{os.getpid()}-"))
 
 
 @dataclass
@@ -86,6 +95,7 @@ def remove_users(names: list[str]) -> None:
 
 
 def remove_stale_users() -> None:
+    """What sessions killed midway left: their users, sudo rules and sshd folders."""
     for entry in pwd.getpwall():
         if _NAME.fullmatch(entry.pw_name) and not _owner_alive(entry.pw_gecos):
             remove_users([entry.pw_name])
@@ -95,6 +105,10 @@ def remove_stale_users() -> None:
                 pwd.getpwnam(rule.name)
             except KeyError:
                 rule.unlink(missing_ok=True)
+    for folder in Path(tempfile.gettempdir()).glob("rtforge-sshd-t*"):
+        m = _DIR.fullmatch(folder.name)
+        if m and proc_stat(m[1]) is None:
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def _kill_processes_of(uid: int) -> None:
