@@ -60,21 +60,26 @@ def run_probe(probe: Path, *args, timeout=60, **kw) -> subprocess.CompletedProce
 
 @pytest.fixture(scope="session")
 def sshd(tmp_path_factory):
-    """A real sshd on loopback (needs root: it creates its test users)."""
+    """A real sshd on loopback (needs root: it creates its test users, and
+    removes them at the end, whatever happened)."""
     if not IS_ROOT:
         pytest.skip("the loopback sshd needs root")
     import shutil
-    import tempfile
 
-    from .support.sshd import make_sshd
+    from .support.sshd import create_users, make_sshd, remove_users, session_dir
 
-    # Not under pytest's 0700 tmp dir: sshd reads authorized_keys as the
-    # logging-in user, who must be able to reach it.
-    base = Path(tempfile.mkdtemp(prefix="rtforge-sshd-"))
-    server = make_sshd(base)
-    yield server
-    server.stop()
-    shutil.rmtree(base, ignore_errors=True)
+    users = create_users()
+    base = server = None
+    try:
+        base = session_dir()
+        server = make_sshd(base, users.names)
+        yield server
+    finally:
+        if server is not None:
+            server.stop()
+        remove_users(users.created)
+        if base is not None:
+            shutil.rmtree(base, ignore_errors=True)
 
 
 @pytest.fixture

@@ -7,9 +7,15 @@ partitions are real trees in temporary directories."""
 
 from __future__ import annotations
 
+import signal
+import time
+from contextlib import contextmanager
+
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
+from rtforge.cli import main
+from rtforge.device.bootparse import MAX_FILE_BYTES, MAX_FILES_READ, MAX_LINES_READ
 from rtforge.device.pimodels import pi_models
 from rtforge.device.bootcfg import resolve, resolve_text
 
@@ -134,6 +140,47 @@ def test_include_loop(boot):
     write(boot, {"a.txt": "include config.txt\n"})
     c = kernel_of(boot, "include a.txt\nkernel=rt.img\n")
     assert c.kernel == "rt.img" and warned(c, "a.txt:1", "remove the loop")
+
+
+@contextmanager
+def deadline(seconds: float):
+    """Fail rather than hang: an unbounded read here once took hours."""
+    def expired(*_):
+        raise TimeoutError(f"still reading after {seconds} s")
+    old = signal.signal(signal.SIGALRM, expired)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def test_an_include_fan_out_is_cut_with_one_warning(boot, capsys):
+    """Issue 22 item 5: 50 includes of a file that includes the next 50 times,
+    6 deep (50^6 files to read), hung bootcheck: loop detection sees only the
+    include stack.  The files read per configuration are bounded."""
+    write(boot, {"config.txt": "kernel=rt.img\n" + "include f1.txt\n" * 50, "f6.txt": "arm_64bit=0\n",
+                 **{f"f{i}.txt": f"include f{i + 1}.txt\n" * 50 for i in range(1, 6)}})
+    t0 = time.monotonic()
+    with deadline(10):
+        assert main(["bootcheck", str(boot), "-m", "pi4"]) == 0
+    assert time.monotonic() - t0 < 1
+    out = capsys.readouterr().out
+    cut = [ln for ln in out.splitlines() if "bootcheck stopped reading here" in ln]
+    assert len(cut) == 1, out                                    # the normal boot's (there is no tryboot.txt)
+    assert f"reads more than {MAX_FILES_READ} files in all" in cut[0] and "include each file once" in cut[0]
+    assert f"at most {MAX_FILES_READ} files, {MAX_LINES_READ} lines" in cut[0]
+    assert "kernel     rt.img" in out
+
+
+def test_an_endless_configuration_is_cut_at_a_bound(boot):
+    c = kernel_of(boot, "dtparam=audio=on\n" * (MAX_LINES_READ + 5) + "kernel=rt.img\n")
+    assert c.kernel == "kernel8.img"                     # the line after the bound is not read, and it says so
+    assert warned(c, f"config.txt:{MAX_LINES_READ + 1}: bootcheck stopped reading here",
+                  f"more than {MAX_LINES_READ} lines in all", "may not be what the firmware picks")
+    c = kernel_of(boot, "kernel=rt.img\n#" + "x" * MAX_FILE_BYTES)
+    assert c.kernel == "rt.img" and warned(c, f"config.txt is larger than {MAX_FILE_BYTES >> 10} KiB")
 
 
 def test_include_under_a_filter_that_does_not_match(boot):

@@ -58,6 +58,8 @@ CASES = [
     ("isolated-not-nohz-full", ("pi3", {}), ("pi5", {})),
     ("isolated-not-rcu-nocbs", ("pi3", {}), ("pi5", {})),
     ("irq-on-isolated", ("pi3", {}), ("pi5", {})),
+    # issue 22 item 3: this list once ended doctor in a MemoryError (4.5 GB of set)
+    ("cpu-list-unreadable", ("pi4", {"proc/cmdline": "console=tty1 isolcpus=0-99999999999\n"}), ("pi4", {})),
     ("irq-on-isolated", ("pi5", {"proc/irq/112/smp_affinity_list": "0-3\n"}), ("pi4", {})),
     ("rt-throttling", ("pi4", {}), ("pi5", {})),
     ("governor", ("pi3", {}), ("pi5", {})),
@@ -128,6 +130,32 @@ def test_every_finding_in_the_catalog_is_proven():
     elsewhere = {"dwc-otg-irq-busy", "busy-irq-thread", "busy-thread", "wifi-power-save", "wifi-power-save-unknown",
                  "rtprio-limit", "memlock-limit"}
     assert set(catalog()["finding"]) == {c[0] for c in CASES} | elsewhere
+
+
+def test_hostile_cpu_lists_on_a_target_are_findings_not_crashes(trees):
+    """Issue 22 item 3: whatever a target's CPU lists hold -- a range to
+    99999999999, garbage, a pattern the kernel refuses -- doctor finishes at
+    once and names each file with what it read."""
+    import time
+
+    root = trees("pi3")
+    write_file(root, "proc/cmdline", "console=tty1 isolcpus=domain,0-99999999999\n")
+    write_file(root, "sys/devices/system/cpu/isolated", "x\n")
+    write_file(root, "proc/irq/62/smp_affinity_list", "0-99999999999\n")
+    write_file(root, "proc/irq/default_smp_affinity", "zz\n")
+    t0 = time.monotonic()
+    r = doctor(root, isolate="3")
+    assert time.monotonic() - t0 < 10
+    f = next(f for f in r.findings if f.id == "cpu-list-unreadable")
+    assert {e.source for e in f.evidence} == {"/proc/cmdline", "/sys/devices/system/cpu/isolated",
+                                              "/proc/irq/62/smp_affinity_list", "/proc/irq/default_smp_affinity"}
+    values = [e.value for e in f.evidence]
+    assert "isolcpus=domain,0-99999999999  (CPU 99999999999 is beyond 8191, the highest CPU number there can be)" \
+        in values
+    assert "zz  ('zz' is not a CPU mask of at most 8192 CPUs)" in values
+    assert "isolcpus=domain,0-99999999999 in /proc/cmdline" in f.title and "and 2 more: not a CPU list" in f.title
+    _check_evidence(root, f)
+    assert r.isolated == [3]
 
 
 def test_the_pi3_tells_its_whole_story(trees):
@@ -266,6 +294,9 @@ def test_cli_text_and_json(trees, capsys):
         (["doctor", "--window-s", "100"], "--window-s 100 is out of range"),
         (["doctor", "--isolate", "99", "--window-s", "0"], "which this target does not have"),
         (["doctor", "--isolate", "x", "--window-s", "0"], "--isolate x"),
+        # issue 22 item 3: expanding this range took 4.5 GB and ended in a MemoryError
+        (["doctor", "--isolate", "0-99999999999", "--window-s", "0"], "--isolate 0-99999999999 names CPU "),
+        (["doctor", "--isolate", "0-7:2", "--window-s", "0"], "is not a range the kernel reads"),
         (["doctor", "nohost;rm", "--window-s", "0"], "is not a host to connect to"),
     ],
 )

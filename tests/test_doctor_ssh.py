@@ -57,10 +57,11 @@ def test_the_limits_of_a_login_that_is_not_root(sshd, capsys, trees):
     doc = ssh_doctor(capsys, sshd, "board-nosudo", "--sysroot", str(pi4), "--window-s", "0")
     by_id = {f["id"]: f for f in doc["findings"]}
     rt = by_id["rtprio-limit"]
-    assert rt["title"] == "the login rtforge-nosudo may not use real-time priorities (rtprio limit 0)"
+    login = sshd.users["nosudo"]
+    assert rt["title"] == f"the login {login} may not use real-time priorities (rtprio limit 0)"
     assert rt["evidence"][0] == {"source": "/proc/self/limits", "value": "Max realtime priority 0 0"}
-    assert rt["fix"].startswith("echo 'rtforge-nosudo - rtprio 98' | sudo tee -a /etc/security/limits.d/")
-    assert by_id["memlock-limit"]["title"] == "the login rtforge-nosudo may lock only 8192 KiB of memory"
+    assert rt["fix"].startswith(f"echo '{login} - rtprio 98' | sudo tee -a /etc/security/limits.d/")
+    assert by_id["memlock-limit"]["title"] == f"the login {login} may lock only 8192 KiB of memory"
     # a tree whose login has the limits, and root, who needs none
     pi5 = trees("pi5")
     doc = ssh_doctor(capsys, sshd, "board-nosudo", "--sysroot", str(pi5), "--window-s", "0")

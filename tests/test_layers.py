@@ -17,7 +17,7 @@ ALLOWED = {
     "report": {"results"},
 }
 # the top-level modules every layer may use; they use no layer themselves
-SHARED = {"errors", "paths", "procfs", "preempt", "tools", "units", "__init__"}
+SHARED = {"errors", "paths", "procfs", "preempt", "tools", "units", "cpulist", "__init__"}
 
 
 def top(name: str) -> str:

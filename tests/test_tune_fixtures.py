@@ -155,10 +155,32 @@ def test_a_state_from_an_earlier_boot_is_not_written_back(pi3, capsys):
     assert read(pi3, "proc/sys/kernel/sched_rt_runtime_us") == "950000\n"
 
 
+def test_hostile_cpu_lists_on_the_target_are_named_not_a_crash(pi3, capsys):
+    """Issue 22 item 3: a target whose /proc/cmdline holds isolcpus=0-99999999999
+    ended tune in a MemoryError.  Each list that is none is named with its
+    file; the interrupt it describes is left as it is."""
+    (pi3 / "proc/cmdline").write_text("console=tty1 isolcpus=0-99999999999\n")
+    (pi3 / "proc/irq/62/smp_affinity_list").write_text("0-99999999999\n")
+    (pi3 / "sys/devices/system/cpu/isolated").write_text("\n")
+    before = tree_digest(pi3)
+    assert main(["tune", "--sysroot", str(pi3), "--only", "irq-affinity", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "/proc/cmdline: isolcpus=0-99999999999 is not a CPU list the kernel reads (CPU 99999999999 is " \
+           "beyond 8191" in out
+    assert "no CPUs to keep free of interrupts" in out
+    assert main(["tune", "--sysroot", str(pi3), "--isolate", "3", "--only", "irq-affinity", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "/proc/irq/62/smp_affinity_list: 0-99999999999 is not a CPU list the kernel reads" in out
+    assert "IRQ 92 mmc1: 0-3 -> 0-2" in out and "IRQ 62 dwc_otg" not in out
+    assert tree_digest(pi3) == before
+
+
 @pytest.mark.parametrize("argv, message", [
     (["--isolate", "0-3"], "would isolate every CPU"),
     (["--isolate", "7"], "names CPU 7, which this target does not have (online: 0-3)"),
     (["--isolate", "a-b"], "--isolate a-b"),
+    # issue 22 item 3: expanding this range took 4.5 GB and ended in a MemoryError
+    (["--isolate", "0-99999999999"], "names CPU 4-99999999999, which this target does not have (online: 0-3)"),
     (["--only", "governor,turbo"], "--only turbo: no such operation"),
     (["--show", "--revert"], "--show and --revert exclude each other"),
     (["--revert", "--isolate", "3"], "--revert takes no --isolate or --only"),

@@ -17,7 +17,7 @@ from rtforge.device import LocalTransport
 from rtforge.device import tune as tuning
 from rtforge.device.target import Target
 from rtforge.device.doctor import diagnose
-from rtforge.device.procparse import parse_cpulist
+from rtforge.cpulist import parse_cpulist
 from rtforge.device.tunestate import STATE_PATH
 
 pytestmark = pytest.mark.root

@@ -164,11 +164,26 @@ def write_output(path: Path | str, data: bytes | str) -> Path:
     return path
 
 
+def resolved(path: Path | str, shown: str) -> Path:
+    """Path.resolve() of a path the user named (`shown` names it in the
+    message, "--sysroot DIR").  A loop of symbolic links on the way (`ln -s a
+    b; ln -s b a`) makes resolve() raise RuntimeError up to Python 3.12 (3.13
+    returns the path as it is, for the caller's next check to refuse): the
+    user's to fix, so one sentence, no traceback."""
+    try:
+        return Path(path).resolve()
+    except RuntimeError:
+        raise UserError(f"{shown} leads into a loop of symbolic links: name the file or folder itself, or fix the "
+                        "link (ls -l shows where each one points)") from None
+    except OSError as e:
+        raise UserError(os_error_sentence(path, e, "read")) from None
+
+
 def inside(root: Path, rel: str | Path) -> Path:
     """root/rel, resolved with symbolic links; UserError when it leaves root.
     For paths read from files rtforge did not write itself (manifests, results)."""
-    base = Path(root).resolve()
-    target = (base / rel).resolve()
+    base = resolved(root, str(root))
+    target = resolved(base / rel, str(rel))
     if target != base and base not in target.parents:
         raise UserError(f"'{rel}' leads outside {root}; refusing to use it")
     return target

@@ -2,44 +2,135 @@
 
 The tests' "board" is this machine reached through it: the real ssh client,
 the real server, real key authentication and host-key checking.  Users:
-root, and (created once, when missing) `rtforge-ci` with passwordless sudo
-and `rtforge-nosudo` without it.
+root, and two this test session creates and removes again, one with
+passwordless sudo and one without it (SessionUsers).
 """
 
 from __future__ import annotations
 
 import os
 import pwd
+import re
+import shutil
+import signal
 import socket
 import subprocess
+import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .procs import free_port, pids, proc_stat
 
 SSHD = "/usr/sbin/sshd"
-USERS = {"rtforge-ci": "ALL=(ALL) NOPASSWD: ALL", "rtforge-nosudo": None}
+SUDOERS = Path("/etc/sudoers.d")
+# Each session's users carry its pid, "rtforge-t4242-sudo", so two sessions
+# at once (two checkouts on one machine) never share or remove each other's;
+# the comment field names the owner, so what a killed session left is known.
+ROLES = {"sudo": "ALL=(ALL) NOPASSWD: ALL", "nosudo": None}
+_NAME = re.compile(r"rtforge-t([0-9]+)-(?:sudo|nosudo)")
+_OWNER = re.compile(r"rtforge test session ([0-9]+) started ([0-9]+)")
+_DIR = re.compile(r"rtforge-sshd-t([0-9]+)-.*")
 
 
-def ensure_users() -> None:
-    for user, sudoers in USERS.items():
+def session_dir() -> Path:
+    """The sshd's folder for this session (keys, config, log), named by its pid like its users.
+    Not under pytest's 0700 tmp dir: sshd reads authorized_keys as the logging-in user."""
+    return Path(tempfile.mkdtemp(prefix=f"rtforge-sshd-t{os.getpid()}-"))
+
+
+@dataclass
+class SessionUsers:
+    names: dict[str, str]                              # role -> login
+    created: list[str] = field(default_factory=list)   # what this session added, to be removed
+
+
+def _owner_alive(gecos: str) -> bool:
+    m = _OWNER.fullmatch(gecos)
+    st = proc_stat(m[1]) if m else None
+    return st is not None and st.start_ticks == m[2]
+
+
+def create_users() -> SessionUsers:
+    """This session's users, after removing those of sessions that ended
+    without removing theirs (killed midway): only rtforge-t<pid>-* users
+    whose owner process is gone."""
+    remove_stale_users()
+    me = proc_stat(os.getpid())
+    users = SessionUsers({role: f"rtforge-t{os.getpid()}-{role}" for role in ROLES})
+    try:
+        for role, sudoers in ROLES.items():
+            user = users.names[role]
+            try:
+                pwd.getpwnam(user)
+            except KeyError:
+                subprocess.run(["useradd", "--create-home", "--shell", "/bin/sh", "--comment",
+                                f"rtforge test session {me.pid} started {me.start_ticks}", user], check=True)
+                users.created.append(user)
+            # "*": no password, but not locked ("!"), which sshd would refuse
+            subprocess.run(["usermod", "-p", "*", user], check=True)
+            rule = SUDOERS / user
+            if sudoers and user in users.created:
+                rule.write_text(f"{user} {sudoers}\n")
+                rule.chmod(0o440)
+    except BaseException:
+        remove_users(users.created)
+        raise
+    return users
+
+
+def remove_users(names: list[str]) -> None:
+    """Remove test users with their home, their sudo rule and any process of theirs."""
+    for user in names:
+        (SUDOERS / user).unlink(missing_ok=True)
         try:
-            pwd.getpwnam(user)
+            uid = pwd.getpwnam(user).pw_uid
         except KeyError:
-            subprocess.run(["useradd", "--create-home", "--shell", "/bin/sh", user], check=True)
-        # "*": no password, but not locked ("!"), which sshd would refuse
-        subprocess.run(["usermod", "-p", "*", user], check=True)
-        rule = Path(f"/etc/sudoers.d/{user}")
-        if sudoers and not rule.exists():
-            rule.write_text(f"{user} {sudoers}\n")
-            rule.chmod(0o440)
+            continue
+        _kill_processes_of(uid)
+        # userdel -r warns that a user who got no mail has no mail spool
+        r = subprocess.run(["userdel", "-r", user], capture_output=True, text=True)
+        if r.returncode not in (0, 12):   # 12: the home could not be removed, the user is gone
+            raise RuntimeError(f"userdel -r {user} failed: {r.stderr.strip()}")
+
+
+def remove_stale_users() -> None:
+    """What sessions killed midway left: their users, sudo rules and sshd folders."""
+    for entry in pwd.getpwall():
+        if _NAME.fullmatch(entry.pw_name) and not _owner_alive(entry.pw_gecos):
+            remove_users([entry.pw_name])
+    for rule in SUDOERS.glob("rtforge-t*"):          # a session killed between the two removals
+        if _NAME.fullmatch(rule.name):
+            try:
+                pwd.getpwnam(rule.name)
+            except KeyError:
+                rule.unlink(missing_ok=True)
+    for folder in Path(tempfile.gettempdir()).glob("rtforge-sshd-t*"):
+        m = _DIR.fullmatch(folder.name)
+        if m and proc_stat(m[1]) is None:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def _kill_processes_of(uid: int) -> None:
+    """Processes a test left running as a test user (userdel refuses while there are any)."""
+    mine = []
+    for pid in pids():
+        try:
+            if os.stat(f"/proc/{pid}").st_uid == uid:
+                os.kill(pid, signal.SIGKILL)
+                mine.append(pid)
+        except OSError:
+            continue          # gone already
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any((st := proc_stat(p)) is not None and st.state != "Z" for p in mine):
+        time.sleep(0.05)
 
 
 @dataclass
 class Sshd:
     dir: Path
     port: int
+    users: dict[str, str]           # role -> login: board-sudo logs in as users["sudo"]
     proc: subprocess.Popen | None = None
 
     @property
@@ -77,10 +168,9 @@ class Sshd:
                 os.kill(pid, 9)
 
 
-def make_sshd(base: Path) -> Sshd:
+def make_sshd(base: Path, users: dict[str, str]) -> Sshd:
     base.mkdir(parents=True, exist_ok=True)
     Path("/run/sshd").mkdir(exist_ok=True)  # privilege separation directory
-    ensure_users()
     port = free_port()
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(base / "host_key")], check=True)
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(base / "id_ed25519")], check=True)
@@ -105,7 +195,7 @@ LogLevel ERROR
     host_pub = (base / "host_key.pub").read_text().split()
     (base / "known_hosts").write_text(f"[127.0.0.1]:{port} {host_pub[0]} {host_pub[1]}\n")
     lines = []
-    for alias, user in (("board", "root"), ("board-sudo", "rtforge-ci"), ("board-nosudo", "rtforge-nosudo")):
+    for alias, user in (("board", "root"), ("board-sudo", users["sudo"]), ("board-nosudo", users["nosudo"])):
         lines.append(f"""\
 Host {alias}
   HostName 127.0.0.1
@@ -117,6 +207,6 @@ Host {alias}
   StrictHostKeyChecking yes
 """)
     (base / "ssh_config").write_text("\n".join(lines))
-    sshd = Sshd(base, port)
+    sshd = Sshd(base, port, users)
     sshd.start()
     return sshd

@@ -13,6 +13,7 @@ from ..device.target import Target
 from ..device.doctor import DEFAULT_WINDOW_S, DoctorReport, diagnose
 from ..device.findings import SEVERITY_WORDS
 from ..errors import UserError
+from ..paths import resolved
 from . import app
 from .device import HOST_HELP, SSH_CONFIG, open_board
 from .render import make_console
@@ -28,7 +29,11 @@ def board_for(host: str | None, ssh_config: Path | None, sysroot: Path | None) -
     """The target, rooted at --sysroot when given (checked on the target)."""
     board = open_board(host, ssh_config)
     if sysroot is not None:
-        root = str(sysroot.resolve()) if board.t.name == "this machine" else str(sysroot)
+        try:
+            root = str(resolved(sysroot, f"--sysroot {sysroot}")) if board.t.name == "this machine" else str(sysroot)
+        except UserError:
+            board.t.close()
+            raise
         if board.t.run(["test", "-d", root]).returncode != 0:
             board.t.close()
             raise UserError(f"--sysroot {sysroot} is not a directory on {board.name}: give the folder that holds "

@@ -18,12 +18,23 @@ from pathlib import Path
 from typing import Protocol
 
 from ..errors import UserError
+from ..paths import resolved
 from .pimodels import PiModel, model_filters
 
 # Entries are cut at 98 characters and the firmware ignores the rest (What is
 # config.txt, File format; older firmware cut at 78/80).
 LINE_LIMIT = 98
 MAX_INCLUDE_DEPTH = 8
+# What one boot configuration (config.txt or tryboot.txt with everything it
+# includes) may make bootcheck read.  The documentation gives no limit; the
+# firmware reads from a small FAT boot partition, and a real configuration
+# is a file of a hundred lines or so with an include or two.  These bounds
+# are far above that and keep a fan-out finite: 50 includes of a file that
+# includes the next one 50 times, 6 deep, is 50^6 files to read.
+MAX_FILES_READ = 100           # config.txt and each include, every time it is included
+MAX_LINES_READ = 10_000        # of all those files together
+MAX_FILE_BYTES = 1 << 20       # of one file
+BOUNDS = f"{MAX_FILES_READ} files, {MAX_LINES_READ} lines and {MAX_FILE_BYTES >> 10} KiB a file"
 
 # The keys that decide what boots.  A warning about a malformed line is only
 # worth the user's attention when the line is one of these.
@@ -68,7 +79,7 @@ class DirFiles:
             return None
         full = self.root / rel
         try:  # a symlink may not lead out of the partition
-            full.resolve().relative_to(self.root.resolve())
+            resolved(full, f"{rel} on the boot partition {self.root}").relative_to(resolved(self.root, str(self.root)))
         except ValueError:
             return None
         return full if full.is_file() else None
@@ -188,10 +199,42 @@ class _Reader:
         self.label = ""
         self.none_then_filter = False     # a filter line followed [none] without [all] in between
         self.stack: list[str] = []        # files being read, for include loops
+        self.seen: set[str] = set()       # the warnings, for a quick test (there may be thousands)
+        self.files_read = 0
+        self.lines_read = 0
+        self.cut = False                  # a bound was reached: nothing more is read
 
     def warn(self, msg: str) -> None:
-        if msg not in self.out.warnings:
+        if msg not in self.seen:
+            self.seen.add(msg)
             self.out.warnings.append(msg)
+
+    def stop(self, where: str, what: str) -> None:
+        """Stop reading at a bound, with the one warning that says so."""
+        self.cut = True
+        self.warn(f"{where}: bootcheck stopped reading here: {what}, far more than any real configuration "
+                  f"(bootcheck reads at most {BOUNDS}); the lines after this one were not read, so the kernel, "
+                  "dtb, initramfs and cmdline shown may not be what the firmware picks: include each file once "
+                  "and keep the configuration short.")
+
+    def read(self, path: str, where: str) -> bytes | None:
+        """A file of the configuration, within the bounds (None when it is not there or a bound is reached)."""
+        if self.cut:
+            return None
+        if self.files_read >= MAX_FILES_READ:
+            self.stop(where, f"this configuration reads more than {MAX_FILES_READ} files in all (config.txt and "
+                             "each include, every time it is included)")
+            return None
+        data = self.files.read(path, MAX_FILE_BYTES + 1)
+        if data is None:
+            return None
+        self.files_read += 1
+        if len(data) > MAX_FILE_BYTES:
+            self.warn(f"{path} is larger than {MAX_FILE_BYTES >> 10} KiB, far more than any real configuration file: "
+                      f"bootcheck read only its first {MAX_FILE_BYTES >> 10} KiB, so what it shows may not be what "
+                      "the firmware picks; restore the file from a backup or write it anew.")
+            data = data[:MAX_FILE_BYTES]
+        return data
 
     def truth(self) -> tuple[bool | None, str]:
         verdicts = [(filter_truth(t, tok, self.model, self.tryboot), t) for t, tok in self.state.items()]
@@ -301,7 +344,7 @@ class _Reader:
         if ok is not True:
             # The docs describe include only as inserting the other file's
             # content; whether one under a failing filter is read is not said.
-            data = self.files.read(path)
+            data = self.read(path, where)
             if data is not None and any(_boot_key(ln) for ln in data.decode("latin-1").split("\n")):
                 self.warn(f"{where}: include {name} is under {self.label}; bootcheck assumes the firmware "
                           "does not read it, which the documentation does not settle: move it under [all].")
@@ -312,12 +355,12 @@ class _Reader:
         if depth >= MAX_INCLUDE_DEPTH:
             self.warn(f"{where}: includes nest deeper than {MAX_INCLUDE_DEPTH}; flatten them.")
             return
-        if not self.read_file(path, depth + 1):
+        if not self.read_file(path, depth + 1, where) and not self.cut:
             self.warn(f"{where}: include {name} names a file that is not on the boot partition; "
                       "create it or remove the line.")
 
-    def read_file(self, path: str, depth: int = 0) -> bool:
-        data = self.files.read(path)
+    def read_file(self, path: str, depth: int = 0, where: str = "") -> bool:
+        data = self.read(path, where or path)
         if data is None:
             return False
         self.encoding(path, data)
@@ -327,6 +370,13 @@ class _Reader:
         self.out.files_read.append(path)
         self.stack.append(path)
         for n, raw in enumerate(text.split("\n"), 1):
+            if self.cut:
+                break
+            self.lines_read += 1
+            if self.lines_read > MAX_LINES_READ:
+                self.stop(f"{path}:{n}", f"this configuration has more than {MAX_LINES_READ} lines in all "
+                                         "(with its includes)")
+                break
             self.line(raw, f"{path}:{n}", depth)
         self.stack.pop()
         return True

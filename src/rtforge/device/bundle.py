@@ -39,6 +39,7 @@ from typing import Any
 
 from .. import __version__
 from ..errors import UserError
+from ..paths import resolved
 from .transport import sha256_file
 
 MANIFEST_VERSION = 1
@@ -95,8 +96,8 @@ class Bundle:
         """A file the manifest lists, resolved; never a path out of the bundle."""
         if rel not in self.files:
             raise UserError(f"the bundle {self.root} lists no {rel}: rebuild it")
-        root = self.root.resolve()
-        p = (self.root / rel).resolve()
+        root = resolved(self.root, f"the bundle {self.root}")
+        p = resolved(self.root / rel, f"{rel} in the bundle {self.root}")
         if not p.is_relative_to(root) or not p.is_file():
             raise UserError(f"the bundle {self.root} is damaged: {rel} leads out of it or is not a file; rebuild it")
         return p
@@ -245,7 +246,7 @@ def check_manifest(path: Path, root: Path, m: Any) -> None:
     files = m["files"]
     if not isinstance(files, dict) or not all(isinstance(v, str) and SHA256_RE.fullmatch(v) for v in files.values()):
         raise bad("has 'files' that do not map paths to sha256 digests")
-    base = root.resolve()
+    base = resolved(root, f"the bundle {root}")
     for rel in files:
         if not _safe_rel(rel) or rel == "manifest.json":
             raise bad(f"lists {str(rel)[:80]!r}, which is not a plain path inside the bundle")
@@ -254,8 +255,8 @@ def check_manifest(path: Path, root: Path, m: Any) -> None:
         if any((root / PurePosixPath(*PurePosixPath(rel).parts[:i])).is_symlink()
                for i in range(1, len(PurePosixPath(rel).parts) + 1)):
             raise bad(f"lists {rel}, which is (or lies under) a symbolic link")
-        resolved = target.resolve()
-        if resolved != base and base not in resolved.parents:
+        real = resolved(target, f"{rel} in the bundle {root}")
+        if real != base and base not in real.parents:
             raise bad(f"lists {rel}, which leads outside the bundle")
     if f"boot/{m['image']}" not in files:
         raise bad(f"names the kernel image {m['image']} but does not list boot/{m['image']}")

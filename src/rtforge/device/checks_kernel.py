@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 
 from .findings import Context, Evidence, Finding, cpus_text, threshold
-from .procparse import parse_cpulist, parse_cpumask, parse_interrupts
+from .procparse import parse_interrupts, target_cpulist
 
 # Serial console drivers (Documentation/admin-guide/serial-console.rst; the
 # Pi firmware turns serial0 into ttyS0 or ttyAMA0 before the kernel sees it).
@@ -59,10 +59,7 @@ def isolation(ctx: Context) -> list[Finding]:
         variant = "noconfig" if ctx.kconfig("CONFIG_NO_HZ_FULL") == "n" else None
         out.append(ctx.finding("isolated-not-nohz-full", ev_iso + [ctx.ev("/sys/devices/system/cpu/nohz_full")],
                                variant, cpus=cpus_text(missing), them="it" if len(missing) == 1 else "them"))
-    try:
-        nocbs = parse_cpulist(ctx.param("rcu_nocbs"))
-    except ValueError:
-        nocbs = set()
+    nocbs = ctx.param_cpus("rcu_nocbs")
     if ctx.kconfig("CONFIG_RCU_NOCB_CPU") == "n":
         nocbs = set()          # the parameter is ignored without the option
     offloaded = nocbs | ctx.nohz_full
@@ -97,10 +94,7 @@ def irqs_on_isolated(ctx: Context) -> list[Finding]:
         irq = irqs.get(number)
         if irq and per_cpu_irq(irq):
             continue
-        try:
-            affinity = parse_cpulist(ctx.snap.value(path))
-        except ValueError:
-            continue
+        affinity = ctx.cpus(path)
         if affinity & isolated:
             fired = sum(irq.counts.get(c, 0) for c in affinity & isolated) if irq else 0
             label = irq.label if irq else "no handler"
@@ -112,7 +106,8 @@ def irqs_on_isolated(ctx: Context) -> list[Finding]:
             )
             names.append(f"{number} {label}")
     default = ctx.snap.value("/proc/irq/default_smp_affinity")
-    if default is not None and parse_cpumask(default) & isolated:
+    if default is not None and target_cpulist(default, "/proc/irq/default_smp_affinity", ctx.unread,
+                                              mask=True) & isolated:
         ev.append(Evidence("/proc/irq/default_smp_affinity", f"{default}  (new interrupts)"))
     if not ev:
         return []
@@ -177,6 +172,18 @@ def dwc_otg_fiq(ctx: Context) -> list[Finding]:
             "dwc-otg-fiq", [ctx.ev(base + "fiq_enable"), ctx.ev(base + "fiq_fsm_enable")], fiq=fiq, fsm=fsm or "?"
         )
     ]
+
+
+def cpu_lists_unread(ctx: Context) -> list[Finding]:
+    """The CPU lists the other checks could not read (Context.unread): run
+    after them all, since each check reads the lists it needs."""
+    rows = list(dict.fromkeys(ctx.unread))       # a list read by two checks is named once
+    if not rows:
+        return []
+    ev = [Evidence(source, f"{value}  ({why})") for source, value, why in rows]
+    where = [f"{value} in {source}" if source == "/proc/cmdline" else source for source, value, _ in rows]
+    shown = ", ".join(where[:2]) + (f" and {len(where) - 2} more" if len(where) > 2 else "")
+    return [ctx.finding("cpu-list-unreadable", ev, what=shown)]
 
 
 CHECKS = [kernel_preemption, kernel_config, isolation, irqs_on_isolated, serial_console, dwc_otg_fiq]

@@ -15,7 +15,7 @@ from ..errors import UserError
 from . import checks_cpu, checks_kernel, checks_system
 from .target import Target
 from .findings import SEVERITIES, Context, Evidence, Finding, catalog, cpus_text
-from .procparse import parse_cpulist, user_cpulist
+from .procparse import user_cpulist
 from .snapshot import take_snapshot
 
 CHECKS = [*checks_kernel.CHECKS, *checks_cpu.CHECKS, *checks_system.CHECKS]
@@ -71,17 +71,13 @@ def diagnose(board: Target, *, window_s: float = DEFAULT_WINDOW_S, isolate: str 
     """Read the target once and run every check on what was read."""
     check_window(window_s)
     snap = take_snapshot(board.t, board.root, window_s)
-    extra = None
+    ctx = Context(snap, host_arg=host_arg, window_s=window_s)
     if isolate is not None:
-        try:
-            online = parse_cpulist(snap.value("/sys/devices/system/cpu/online"))
-        except ValueError:
-            online = set()
-        extra = user_cpulist(isolate, online)
-    ctx = Context(snap, host_arg=host_arg, isolate=extra, window_s=window_s)
+        ctx.extra_isolated = user_cpulist(isolate, ctx.online)
     findings: list[Finding] = []
     for check in CHECKS:
         findings.extend(check(ctx))
+    findings.extend(checks_kernel.cpu_lists_unread(ctx))
     findings.sort(key=lambda f: SEVERITIES.index(f.severity))
     window, threads = checks_cpu.measure_threads(snap)
     return DoctorReport(

@@ -16,7 +16,8 @@ from functools import cached_property, lru_cache
 from importlib import resources
 
 from ..preempt import preempt_model
-from .procparse import cmdline_value, format_cpulist, isolcpus_cpus, parse_cmdline, parse_cpulist, parse_kconfig
+from ..cpulist import format_cpulist
+from .procparse import Unread, cmdline_value, isolcpus_cpus, parse_cmdline, parse_kconfig, target_cpulist
 from .snapshot import Snapshot
 from .tunestate import TuneState, parse_state
 
@@ -67,6 +68,7 @@ class Context:
         self.host_arg = host_arg          # "pi@host " in fixes that name rtforge commands; "" locally
         self.extra_isolated = set(isolate or ())
         self.window_s = window_s
+        self.unread: Unread = []          # CPU lists that are none, for the cpu-list-unreadable finding
 
     # -- making findings ---------------------------------------------------------
     def finding(self, fid: str, evidence: list[Evidence], variant: str | None = None, **params) -> Finding:
@@ -165,29 +167,32 @@ class Context:
     def tick_ms(self) -> str:
         return f"{1000 / self.hz:g}" if self.hz else "1-10"
 
+    def cpus(self, path: str) -> set[int]:
+        """A CPU list file of the target; one that is none is noted in `unread`."""
+        return target_cpulist(self.snap.value(path), path, self.unread)
+
+    def param_cpus(self, name: str) -> set[int]:
+        """A CPU list parameter of /proc/cmdline; "N" is the last online CPU
+        (the kernel's last possible one, which no file here shows)."""
+        value = self.param(name)
+        last = max(self.online) if self.online else None
+        if name == "isolcpus":
+            return isolcpus_cpus(value, self.unread, last)
+        return target_cpulist(value, "/proc/cmdline", self.unread, as_read=f"{name}={value}", last=last)
+
     @cached_property
     def online(self) -> set[int]:
-        try:
-            return parse_cpulist(self.snap.value("/sys/devices/system/cpu/online"))
-        except ValueError:
-            return set()
+        return self.cpus("/sys/devices/system/cpu/online")
 
     @cached_property
     def isolated_boot(self) -> set[int]:
         """What the kernel isolated at boot: /sys/devices/system/cpu/isolated, isolcpus=."""
-        try:
-            sysfs = parse_cpulist(self.snap.value("/sys/devices/system/cpu/isolated"))
-        except ValueError:
-            sysfs = set()
-        return sysfs | isolcpus_cpus(self.param("isolcpus"))
+        return self.cpus("/sys/devices/system/cpu/isolated") | self.param_cpus("isolcpus")
 
     @cached_property
     def nohz_full(self) -> set[int]:
         """The CPUs that really run tickless (the sysfs file exists only with CONFIG_NO_HZ_FULL)."""
-        try:
-            return parse_cpulist(self.snap.value("/sys/devices/system/cpu/nohz_full"))
-        except ValueError:
-            return set()
+        return self.cpus("/sys/devices/system/cpu/nohz_full")
 
     @cached_property
     def tune_state(self) -> TuneState | None:

@@ -10,6 +10,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from ..cpulist import (NR_CPUS_MAX, CpuListError, format_cpulist, parse_cpulist, parse_cpumask, regions, shown,
+                       split)
 from ..errors import UserError
 
 PF_KTHREAD = 0x00200000          # include/linux/sched.h: task->flags of kernel threads
@@ -17,62 +19,44 @@ SCHED_POLICIES = {0: "other", 1: "fifo", 2: "rr", 3: "batch", 5: "idle", 6: "dea
 
 
 # -- CPU sets ----------------------------------------------------------------
-def parse_cpulist(text: str | None) -> set[int]:
-    """A kernel CPU list ("0-2,5", "1,3-4", "0-7:2"); "" and "(null)" (nohz_full
-    without the option) are empty.  Raises ValueError on anything else."""
-    text = (text or "").strip()
-    if text in ("", "(null)"):
+# CPU lists are parsed by rtforge.cpulist, the one parser of the program.
+Unread = list[tuple[str, str, str]]     # (file, what it holds, why that is no CPU list)
+
+
+def target_cpulist(value: str | None, source: str, unread: Unread, *, as_read: str | None = None,
+                   last: int | None = None, mask: bool = False) -> set[int]:
+    """A CPU list a target holds in `source` (`as_read`: the words it was
+    read from, "isolcpus=..." of /proc/cmdline).  One that is no CPU list, or
+    names a CPU no kernel has, is added to `unread` and read as no CPUs: a
+    board, a copied tree or a --sysroot may hold anything, and what it holds
+    is reported on, never a crash.  `mask`: a hex mask, not a list."""
+    try:
+        return parse_cpumask(value) if mask else parse_cpulist(value, last=last)
+    except CpuListError as e:
+        unread.append((source, shown(as_read or value or "", 60), str(e)))
         return set()
-    cpus: set[int] = set()
-    for part in text.split(","):
-        m = re.fullmatch(r"(\d+)(?:-(\d+)(?::(\d+))?)?", part.strip())
-        if not m:
-            raise ValueError(f"'{part}' is not a CPU number or range")
-        lo, hi, step = int(m[1]), int(m[2] or m[1]), int(m[3] or 1)
-        if hi < lo or step < 1:
-            raise ValueError(f"'{part}' is not a valid CPU range")
-        cpus.update(range(lo, hi + 1, step))
-    return cpus
-
-
-def format_cpulist(cpus: set[int] | list[int]) -> str:
-    """{0,1,2,5} -> "0-2,5", the form /proc/irq/N/smp_affinity_list prints."""
-    out, run = [], []
-    for c in sorted(cpus):
-        if run and c == run[-1] + 1:
-            run.append(c)
-            continue
-        if run:
-            out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
-        run = [c]
-    if run:
-        out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
-    return ",".join(out)
-
-
-def parse_cpumask(text: str) -> set[int]:
-    """A hex CPU mask as in /proc/irq/default_smp_affinity ("f", "00000000,0000000f")."""
-    value = int(text.strip().replace(",", "") or "0", 16)
-    return {i for i in range(value.bit_length()) if value >> i & 1}
-
-
-def format_cpumask(cpus: set[int]) -> str:
-    return f"{sum(1 << c for c in cpus):x}"
 
 
 def user_cpulist(text: str, online: set[int], what: str = "--isolate") -> set[int]:
-    """A CPU list given by the user, checked against the target's online CPUs."""
+    """A CPU list given by the user, checked against the target's online CPUs
+    (before a range is expanded: "0-99999999999" is refused, not filled in)."""
+    last = max(online) if online else None
     try:
-        cpus = parse_cpulist(text)
-    except ValueError as e:
-        raise UserError(f"{what} {text}: {e}; give CPUs like 3 or 2-3") from None
-    if not cpus:
+        found = regions(text, last)
+    except CpuListError as e:
+        raise UserError(f"{what} {shown(text)}: {e}; give CPUs like 3 or 2-3") from None
+    if not found:
         raise UserError(f"{what} is empty: give the CPUs for real-time work, e.g. {what} 3")
-    if online and not cpus <= online:
-        raise UserError(f"{what} {text} names CPU {format_cpulist(cpus - online)}, which this target does not have "
+    cpus, outside = split(found, NR_CPUS_MAX - 1 if last is None else last, online or None)
+    if outside and not online:
+        raise UserError(f"{what} {shown(text)} names CPU {outside}, beyond the highest CPU number there can be "
+                        f"({NR_CPUS_MAX - 1})")
+    if outside:
+        raise UserError(f"{what} {shown(text)} names CPU {outside}, which this target does not have "
                         f"(online: {format_cpulist(online)})")
     if online and cpus >= online:
-        raise UserError(f"{what} {text} would isolate every CPU: leave at least one for interrupts and housekeeping")
+        raise UserError(f"{what} {shown(text)} would isolate every CPU: leave at least one for interrupts and "
+                        "housekeeping")
     return cpus
 
 
@@ -96,17 +80,15 @@ def cmdline_value(pairs: list[tuple[str, str | None]], name: str) -> str | None:
     return found
 
 
-def isolcpus_cpus(value: str | None) -> set[int]:
-    """isolcpus=[flag,...,]cpu-list: flags (nohz, domain, managed_irq) come first."""
+def isolcpus_cpus(value: str | None, unread: Unread, last: int | None = None) -> set[int]:
+    """isolcpus=[flag,...,]cpu-list (of /proc/cmdline): flags (nohz, domain,
+    managed_irq, or any word of letters, which the kernel skips) come first."""
     if not value:
         return set()
     parts = value.split(",")
-    while parts and re.fullmatch(r"[a-z_]+", parts[0]):
+    while parts and re.fullmatch(r"[A-Za-z_]+", parts[0]):
         parts.pop(0)
-    try:
-        return parse_cpulist(",".join(parts))
-    except ValueError:
-        return set()
+    return target_cpulist(",".join(parts), "/proc/cmdline", unread, as_read=f"isolcpus={value}", last=last)
 
 
 # -- kernel config ---------------------------------------------------------------

@@ -30,10 +30,11 @@ from typing import Callable
 from ..errors import UserError
 from . import tuneboot
 from .target import Target
-from .procparse import format_cpulist, parse_cpulist, user_cpulist
+from ..cpulist import format_cpulist
+from .procparse import Unread, target_cpulist, user_cpulist
 from .snapshot import Snapshot, parse_output, take_snapshot
 from .tuneboot import BootResult
-from .tuneops import OPERATIONS, Change, boot_isolated, operation_names
+from .tuneops import ONLINE, OPERATIONS, Change, boot_isolated, operation_names, unread_notes
 from .tunestate import STATE_PATH, SavedSetting, TuneState, load_state, parse_state, save_state
 
 # $1 root, then path value pairs.  tee (not the shell's printf) reports the
@@ -168,11 +169,9 @@ def plan(board: Target, *, isolate: str | None = None, only: list[str] | None = 
     if unknown:
         raise UserError(f"--only {','.join(unknown)}: no such operation; choose from {', '.join(operation_names())}")
     snap = take_snapshot(board.t, board.root)
-    try:
-        online = parse_cpulist(snap.value("/sys/devices/system/cpu/online"))
-    except ValueError:
-        online = set()
-    cpus = user_cpulist(isolate, online) if isolate is not None else boot_isolated(snap)
+    unread: Unread = []
+    online = target_cpulist(snap.value(ONLINE), ONLINE, unread)
+    cpus = user_cpulist(isolate, online) if isolate is not None else boot_isolated(snap, unread)
     changes, notes = [], {}
     for op in OPERATIONS:
         if only and op.name not in only:
@@ -181,6 +180,8 @@ def plan(board: Target, *, isolate: str | None = None, only: list[str] | None = 
             notes[op.name] = [BOOT_NOTE]
             continue
         c, n = op.plan(snap, cpus)
+        if op.isolates:
+            n = list(dict.fromkeys(unread_notes(unread) + n))
         changes += c
         notes[op.name] = n if (c or n) else ["already as wanted"]
     return Plan(changes, notes, cpus, snap, isolate is not None, only)

@@ -20,17 +20,11 @@ from dataclasses import dataclass
 
 from .checks_kernel import dwc_otg_fiq, per_cpu_irq
 from .findings import Context
-from .procparse import (
-    cmdline_value,
-    format_cpulist,
-    format_cpumask,
-    isolcpus_cpus,
-    parse_cmdline,
-    parse_cpulist,
-    parse_cpumask,
-    parse_interrupts,
-)
+from ..cpulist import format_cpulist, format_cpumask
+from .procparse import Unread, cmdline_value, isolcpus_cpus, parse_cmdline, parse_interrupts, target_cpulist
 from .snapshot import Snapshot
+
+ONLINE = "/sys/devices/system/cpu/online"
 
 
 @dataclass
@@ -51,6 +45,7 @@ class Operation:
     name = ""
     title = ""
     boot = False            # True: takes effect after a (tried) reboot; False: at once
+    isolates = False        # True: works from the isolated CPUs (a list it could not read matters to it)
 
     def plan(self, snap: Snapshot, isolate: set[int]) -> tuple[list[Change], list[str]]:
         """The changes this operation wants now, and notes (why nothing, what it cannot do)."""
@@ -70,7 +65,8 @@ class Governor(Operation):
             base = path.rsplit("/", 1)[0]
             policy = base.rsplit("/", 1)[1]
             cpus = (snap.value(base + "/affected_cpus") or "").split()
-            label = f"{policy} (CPU {format_cpulist({int(c) for c in cpus if c.isdigit()})})" if cpus else policy
+            numbers = {int(c) for c in cpus if c.isascii() and c.isdigit()}
+            label = f"{policy} (CPU {format_cpulist(numbers)})" if cpus else policy
             now = snap.value(path)
             if now == "performance":
                 continue
@@ -85,14 +81,13 @@ class Governor(Operation):
 class IrqAffinity(Operation):
     name = "irq-affinity"
     title = "interrupts off the isolated CPUs"
+    isolates = True
 
     def plan(self, snap, isolate):
         if not isolate:
             return [], ["no CPUs to keep free of interrupts: none is isolated; name them with --isolate CPUS"]
-        try:
-            online = parse_cpulist(snap.value("/sys/devices/system/cpu/online"))
-        except ValueError:
-            online = set()
+        unread: Unread = []
+        online = target_cpulist(snap.value(ONLINE), ONLINE, unread)
         housekeeping = online - isolate
         irqs = {i.number: i for i in parse_interrupts(snap.text("/proc/interrupts") or "")}
         changes, notes, fixed = [], [], []
@@ -103,22 +98,20 @@ class IrqAffinity(Operation):
                 fixed.append(number)
                 continue
             now = snap.value(path) or ""
-            try:
-                cpus = parse_cpulist(now)
-            except ValueError:
-                continue
+            cpus = target_cpulist(now, path, unread)         # one it cannot read is left as it is
             if cpus & isolate:
                 wanted = (cpus - isolate) or housekeeping
                 changes.append(Change(self.name, "file", path, now, format_cpulist(wanted),
                                       f"IRQ {number} {irq.label if irq else ''}".strip()))
         default = snap.value("/proc/irq/default_smp_affinity")
-        if default is not None and parse_cpumask(default) & isolate:
-            wanted = (parse_cpumask(default) - isolate) or housekeeping
+        mask = target_cpulist(default, "/proc/irq/default_smp_affinity", unread, mask=True)
+        if default is not None and mask & isolate:
+            wanted = (mask - isolate) or housekeeping
             changes.append(Change(self.name, "file", "/proc/irq/default_smp_affinity", default,
                                   format_cpumask(wanted), "new interrupts (default_smp_affinity)"))
         if fixed:
             notes.append(f"IRQ {', '.join(fixed)}: per-CPU interrupts (each CPU has its own), not movable")
-        return changes, notes
+        return changes, notes + unread_notes(unread)
 
 
 class RtThrottling(Operation):
@@ -158,14 +151,13 @@ class BootCmdline(Operation):
     name = "boot-cmdline"
     title = "isolation on the kernel command line (tried once at a reboot)"
     boot = True
+    isolates = True
 
     def plan(self, snap, isolate):
         words = []
+        unread: Unread = []
         if isolate:
-            try:
-                online = parse_cpulist(snap.value("/sys/devices/system/cpu/online"))
-            except ValueError:
-                online = set()
+            online = target_cpulist(snap.value(ONLINE), ONLINE, unread)
             cpus = format_cpulist(isolate)
             # isolcpus= alone still lets the tick and RCU callbacks run there;
             # managed_irq: interrupts the kernel manages (multi-queue devices) refuse a runtime move, so
@@ -184,7 +176,7 @@ class BootCmdline(Operation):
             if now != value:
                 changes.append(Change(self.name, "cmdline", key, None if now is None else f"{key}={now}", w, key))
         notes = [] if isolate else ["no CPUs to isolate at boot: name them with --isolate CPUS"]
-        return changes, notes
+        return changes, notes + unread_notes(unread)
 
 
 OPERATIONS: list[Operation] = [Governor(), IrqAffinity(), RtThrottling(), WifiPowerSave(), BootCmdline()]
@@ -194,12 +186,17 @@ def operation_names() -> list[str]:
     return [op.name for op in OPERATIONS]
 
 
-def boot_isolated(snap: Snapshot) -> set[int]:
+def boot_isolated(snap: Snapshot, unread: Unread) -> set[int]:
     """CPUs the kernel isolated at boot (isolated, isolcpus=, nohz_full)."""
     found: set[int] = set()
     for path in ("/sys/devices/system/cpu/isolated", "/sys/devices/system/cpu/nohz_full"):
-        try:
-            found |= parse_cpulist(snap.value(path))
-        except ValueError:
-            pass
-    return found | isolcpus_cpus(cmdline_value(parse_cmdline(snap.value("/proc/cmdline") or ""), "isolcpus"))
+        found |= target_cpulist(snap.value(path), path, unread)
+    online = target_cpulist(snap.value(ONLINE), ONLINE, unread)
+    isolcpus = cmdline_value(parse_cmdline(snap.value("/proc/cmdline") or ""), "isolcpus")
+    return found | isolcpus_cpus(isolcpus, unread, max(online) if online else None)
+
+
+def unread_notes(unread: Unread) -> list[str]:
+    """What tune says of a CPU list it could not read, once each."""
+    return [f"{source}: {value} is not a CPU list the kernel reads ({why}); taken as no CPUs"
+            for source, value, why in dict.fromkeys(unread)]

@@ -66,6 +66,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 from ..errors import UserError
+from ..paths import resolved
 from . import fetch
 from .boards import srcarch_of
 from .fetch import Progress, report
@@ -239,11 +240,12 @@ def load_rt_patch(spec: str, progress: Progress = None) -> RtPatch:
         h = hashlib.sha256()
         for f in [next(p for p in [path / "series", *path.glob("*/series")] if p.is_file()), *files]:
             h.update(f.read_bytes())
-        return RtPatch(path.name, str(path.resolve()), f"{path.name} (series of {len(files)}) sha256:{h.hexdigest()}",
-                       files, strip, True)
+        origin = str(resolved(path, f"--rt-patch {spec}"))
+        return RtPatch(path.name, origin, f"{path.name} (series of {len(files)}) sha256:{h.hexdigest()}", files, strip,
+                       True)
     if not path.is_file():
         raise UserError(f"--rt-patch {spec}: no such file or directory (give a patch, a series, a URL or 'auto')")
-    return _unpack(path, path.name, str(path.resolve()), progress)
+    return _unpack(path, path.name, str(resolved(path, f"--rt-patch {spec}")), progress)
 
 
 # ---------------------------------------------------------------- kernel.org listings

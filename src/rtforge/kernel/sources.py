@@ -55,6 +55,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from ..errors import UserError
+from ..paths import resolved
 from . import debian, fetch
 from .fetch import Progress, report
 
@@ -280,7 +281,7 @@ def _dir_identity(tree: Path) -> str:
 
 
 def _dir(spec: SourceSpec, progress: Progress) -> KernelSource:
-    tree = Path(spec.location).resolve()
+    tree = resolved(spec.location, f"dir:{spec.location}")
     if not tree.is_dir():
         raise UserError(f"dir: {spec.location} is not a directory")
     _check_tree(tree, f"dir:{spec.location}")

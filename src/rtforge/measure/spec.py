@@ -15,6 +15,7 @@ import re
 import shlex
 from dataclasses import dataclass, field
 
+from .. import cpulist
 from ..errors import UserError
 from ..units import format_span, parse_span_s, shown
 
@@ -101,41 +102,29 @@ def format_duration(seconds: float) -> str:
 
 def parse_cpu_list(text: str, available: set[int] | list[int] | None = None, where: str = "here",
                    whose: str = "this machine's") -> list[int]:
-    """'0-3,6' -> [0, 1, 2, 3, 6].  Every number is checked before a range
-    is expanded (a range up to 99999999999 must not fill the memory):
-    against `available` when it is known, else against the CPUs Linux and
-    the probe can number at all."""
-    ranges: list[tuple[int, int]] = []
-    for part in text.split(","):
-        m = re.fullmatch(r"\s*([0-9]+)\s*(?:-\s*([0-9]+)\s*)?", part)
-        if not m or len(part) > 40 or (m[2] is not None and int(m[2]) < int(m[1])):
-            raise UserError(f"'{shown(text)}' is not a CPU list: use numbers and ranges, e.g. 0-3,6")
-        ranges.append((int(m[1]), int(m[2] or m[1])))
+    """'0-3,6' -> [0, 1, 2, 3, 6], in the kernel's grammar (rtforge.cpulist).
+    Every number is checked before a range is expanded (a range up to
+    99999999999 must not fill the memory): against `available` when it is
+    known, else against the CPUs Linux and the probe can number at all."""
+    try:
+        ranges = cpulist.regions(text)
+    except cpulist.CpuListError:
+        ranges = []
+    if not ranges:
+        raise UserError(f"'{shown(text)}' is not a CPU list: use numbers and ranges, e.g. 0-3,6")
     allowed = sorted(available) if available is not None else None
     top = (allowed[-1] if allowed else -1) if allowed is not None else MAX_CPUS - 1
-    beyond = [(max(a, top + 1), b) for a, b in ranges if b > top]
-    cpus = sorted({c for a, b in ranges for c in range(a, min(b, top) + 1)})
-    missing = [c for c in cpus if allowed is not None and c not in allowed]
-    if beyond or missing:
-        listed = format_cpu_list(missing) if missing else ""
-        more = ",".join(f"{a}" if a == b else f"{a}-{b}" for a, b in sorted(set(beyond)))
-        what = ",".join(x for x in (listed, more) if x)
+    cpus, what = cpulist.split(ranges, top, set(allowed) if allowed is not None else None)
+    if what:
         if allowed is None:
             raise UserError(f"CPU {what} does not exist: Linux and the probe number CPUs from 0 to {MAX_CPUS - 1}")
         raise UserError(f"CPU {what} is not available {where}: {whose} CPUs are {format_cpu_list(allowed)}")
-    return cpus
+    return sorted(cpus)
 
 
 def format_cpu_list(cpus: list[int]) -> str:
     """[0, 1, 2, 3, 6] -> '0-3,6'."""
-    out, i = [], 0
-    while i < len(cpus):
-        j = i
-        while j + 1 < len(cpus) and cpus[j + 1] == cpus[j] + 1:
-            j += 1
-        out.append(str(cpus[i]) if i == j else f"{cpus[i]}-{cpus[j]}")
-        i = j + 1
-    return ",".join(out)
+    return cpulist.format_cpulist(cpus)
 
 
 def parse_load_names(text: str | None, known: list[str]) -> list[str]:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Callable
 
 from ..errors import UserError
+from ..paths import resolved
 from ..results.store import Store
 from ..device import ConnectionLost, LocalTransport, Transport
 from .loads import HOST_LOADS, tools_needed
@@ -77,7 +78,7 @@ class Target:
 def make_target(store: Store, transport: Transport | None = None, base: str | None = None) -> Target:
     """This machine (no transport, or a LocalTransport without a base) or a board."""
     if transport is None or (isinstance(transport, LocalTransport) and base is None):
-        return Target(transport or LocalTransport(), str(store.root.resolve()), True)
+        return Target(transport or LocalTransport(), str(resolved(store.root, f"the run store {store.root}")), True)
     return Target(transport, base or BASE_DIR, False)
 
 
