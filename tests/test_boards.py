@@ -242,7 +242,7 @@ def test_user_cpus_are_the_cpus_of_the_boards_pis():
     """The qemu-user CPUs a board's programs are tested on are its Pis' own
     CPUs (pi_models.toml), except where qemu-arm has no 32-bit model of an
     ARMv8 core: "max" then stands for it."""
-    from rtforge.device.pimodels import pi_model
+    from rtforge.device.firmware.pimodels import pi_model
 
     qemu_arm = _qemu_list(["qemu-arm-static", "-cpu", "help"])
     for b in load_boards().values():
@@ -258,7 +258,7 @@ def test_every_pi_model_has_a_board_that_can_run_on_it():
     without a board is caught), and a board names only Pis that run its
     kind of kernel: a 64-bit board's Pis run 64-bit kernels, a 32-bit
     board's have a default 32-bit kernel."""
-    from rtforge.device.pimodels import pi_models
+    from rtforge.device.firmware.pimodels import pi_models
 
     models = pi_models()
     boards = [b for b in load_boards().values() if b.pis]

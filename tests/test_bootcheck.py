@@ -1,7 +1,7 @@
 """`rtforge bootcheck`: which kernel, dtb, initramfs and cmdline a Pi boots.
 
 The Raspberry Pi firmware is closed, so here — and only here — it is
-*simulated*: by rtforge's own firmware model (rtforge.device.bootcfg), run
+*simulated*: by rtforge's own firmware model (rtforge.device.firmware.bootcfg), run
 against real boot-partition trees written to temporary directories.  The
 expected values below are written out from the Raspberry Pi documentation
 (config.txt: conditional filters, boot options; EEPROM boot flow: tryboot),
@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from rtforge.errors import UserError
-from rtforge.device.pimodels import pi_models
-from rtforge.device.bootcfg import DirFiles, OverlayFiles, check, resolve, resolve_text
+from rtforge.device.firmware.pimodels import pi_models
+from rtforge.device.firmware.bootcfg import DirFiles, OverlayFiles, check, resolve, resolve_text
 
 from .support.bootfiles import CMDLINE, DTBS, PIOS_CONFIG, arm64_image, warned, write, zimage
 

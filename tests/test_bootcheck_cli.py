@@ -1,6 +1,6 @@
 """`rtforge bootcheck` on the command line: exit codes, the --json shape, the
 human output and one-sentence errors.  The firmware is simulated by rtforge's
-firmware model (rtforge.device.bootcfg); the boot partitions are real trees."""
+firmware model (rtforge.device.firmware.bootcfg); the boot partitions are real trees."""
 
 from __future__ import annotations
 

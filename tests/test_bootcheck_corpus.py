@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from rtforge.device.bootcfg import resolve
+from rtforge.device.firmware.bootcfg import resolve
 
 CORPUS = Path(__file__).parent / "corpus" / "configtxt"
 ROWS = list(csv.DictReader((CORPUS / "SOURCES.tsv").open(), delimiter="\t"))

@@ -11,7 +11,7 @@ import os
 import pytest
 
 from rtforge.cli import main
-from rtforge.device.bootcfg import resolve
+from rtforge.device.firmware.bootcfg import resolve
 
 from .support.bootfiles import pi_boot_partition
 

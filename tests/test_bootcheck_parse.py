@@ -2,7 +2,7 @@
 (What is config.txt: one property=value per line, '#' comments at the start
 of a line, a 98-character limit, case-sensitive names, no spaces around '='),
 include, and properties of the parser checked with hypothesis.  The firmware
-itself is simulated by that model (rtforge.device.bootcfg); the boot
+itself is simulated by that model (rtforge.device.firmware.bootcfg); the boot
 partitions are real trees in temporary directories."""
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from rtforge.cli import main
-from rtforge.device.bootparse import MAX_FILE_BYTES, MAX_FILES_READ, MAX_LINES_READ
-from rtforge.device.pimodels import pi_models
-from rtforge.device.bootcfg import resolve, resolve_text
+from rtforge.device.firmware.bootparse import MAX_FILE_BYTES, MAX_FILES_READ, MAX_LINES_READ
+from rtforge.device.firmware.pimodels import pi_models
+from rtforge.device.firmware.bootcfg import resolve, resolve_text
 
 from .support.bootfiles import CMDLINE, PIOS_CONFIG, arm64_image, warned, write
 

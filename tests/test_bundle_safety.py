@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from rtforge.cli import main
-from rtforge.device.bundle import open_bundle, sha256_file
+from rtforge.device.deploy.bundle import open_bundle, sha256_file
 from rtforge.errors import UserError
 
 from .support.bootfiles import tiny_pi4_bundle

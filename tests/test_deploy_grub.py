@@ -12,8 +12,8 @@ import pytest
 
 from rtforge.cli import main
 from rtforge.device import SshTransport
-from rtforge.device.target import Target
-from rtforge.device.deploy_grub import deploy_grub, menu_entries, read_deb
+from rtforge.device.transport.board import Target
+from rtforge.device.deploy.deploy_grub import deploy_grub, menu_entries, read_deb
 
 pytestmark = [pytest.mark.slow, pytest.mark.root, pytest.mark.guest]
 

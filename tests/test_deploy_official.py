@@ -18,10 +18,11 @@ import subprocess
 import pytest
 
 from rtforge.cli import main
-from rtforge.device import SshTransport, pikernels
-from rtforge.device.official import IMAGE, PACKAGE, deploy_official
-from rtforge.device.pitry import BLOCK_BEGIN
-from rtforge.device.target import Target
+from rtforge.device import SshTransport
+from rtforge.device.deploy import pikernels
+from rtforge.device.deploy.official import IMAGE, PACKAGE, deploy_official
+from rtforge.device.deploy.pitry import BLOCK_BEGIN
+from rtforge.device.transport.board import Target
 from rtforge.errors import UserError
 
 from .support.aptrepo import AptRepo, build_kernel_deb, host_state, make_apt_tree

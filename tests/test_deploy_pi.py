@@ -19,11 +19,11 @@ import pytest
 
 from rtforge.errors import UserError
 from rtforge.device import ConnectionLost, SshTransport
-from rtforge.device.transport import UploadDamaged
-from rtforge.device.bootcfg import DirFiles, resolve
-from rtforge.device.bundle import open_bundle
-from rtforge.device.deploy import deploy_pi, prefix_for
-from rtforge.device.pitry import BLOCK_BEGIN
+from rtforge.device.transport.transport import UploadDamaged
+from rtforge.device.firmware.bootcfg import DirFiles, resolve
+from rtforge.device.deploy.bundle import open_bundle
+from rtforge.device.deploy.pibundle import deploy_pi, prefix_for
+from rtforge.device.deploy.pitry import BLOCK_BEGIN
 
 from .support.flakylink import FlakyLink
 from .support.simpi import OLD, SimKernel, SimulatedPi, make_bundle, make_pi4_tree
@@ -218,7 +218,7 @@ def test_redeploying_replaces_the_block(pi, tmp_path):
 
 @pytest.mark.slow
 def test_kernels_list_remove_and_rollback(pi, tmp_path):
-    from rtforge.device import pikernels
+    from rtforge.device.deploy import pikernels
 
     board, bundle, root = pi(realtime=True)
     original = config(root)

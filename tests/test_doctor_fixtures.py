@@ -14,9 +14,9 @@ import pytest
 
 from rtforge.cli import main
 from rtforge.device import LocalTransport
-from rtforge.device.target import Target
-from rtforge.device.doctor import diagnose
-from rtforge.device.findings import catalog
+from rtforge.device.transport.board import Target
+from rtforge.device.doctor.diagnose import diagnose
+from rtforge.device.doctor.findings import catalog
 
 from .support.simboard import SimKernel, copy_tree, remove_tree, sim_tools, write_file
 

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from rtforge.device import LocalTransport
-from rtforge.device.target import Target
-from rtforge.device.doctor import diagnose
+from rtforge.device.transport.board import Target
+from rtforge.device.doctor.diagnose import diagnose
 
 
 def _read(path: str) -> str | None:

@@ -1,4 +1,4 @@
-"""Two firmware models, one documentation: rtforge's (device/bootcfg, used by
+"""Two firmware models, one documentation: rtforge's (device/firmware/bootcfg, used by
 bootcheck and by deploy to check a tryboot.txt) and the deploy tests'
 simulated Pi (tests/support/simpi.py, written separately so that a bug in
 one cannot make a deploy test agree with it).  Each case below is taken from
@@ -21,7 +21,7 @@ import struct
 
 import pytest
 
-from rtforge.device.bootcfg import resolve
+from rtforge.device.firmware.bootcfg import resolve
 
 from .support.simpi import SIM_MODELS, arm64_image, firmware_boot
 

@@ -1,4 +1,4 @@
-"""The pieces of the GRUB command line try (device/grubcmdline.py), on a
+"""The pieces of the GRUB command line try (device/deploy/grubcmdline.py), on a
 grub.cfg written by Debian 12's own grub-mkconfig (captured from the QEMU
 guest, tests/fixtures/grub/): the running kernel's entry found in its
 submenu, copied with new parameters into a script that a real `sh` prints
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from rtforge.device.deploy_grub import menu_entries
-from rtforge.device.grubcmdline import (TRY_ID, TRY_TITLE, GrubCmdline, dropin_text, dropin_words, entry_block,
+from rtforge.device.deploy.deploy_grub import menu_entries
+from rtforge.device.deploy.grubcmdline import (TRY_ID, TRY_TITLE, GrubCmdline, dropin_text, dropin_words, entry_block,
                                         linux_params, try_entry, try_script)
 from rtforge.errors import UserError
 

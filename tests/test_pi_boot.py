@@ -20,7 +20,7 @@ from importlib import resources
 import pytest
 
 from rtforge.cli import main
-from rtforge.device.bundle import open_bundle
+from rtforge.device.deploy.bundle import open_bundle
 from rtforge.kernel.boottest import boot_test
 from rtforge.kernel.build import BuildSpec, build_kernel
 from rtforge.kernel.kconfig import read_config

@@ -1,4 +1,4 @@
-"""The Pi model table as data (rtforge/data/pi_models.toml, device/pimodels.py).
+"""The Pi model table as data (rtforge/data/pi_models.toml, device/firmware/pimodels.py).
 
 Expected values are written out from the Raspberry Pi documentation and the
 strings real boards put in /proc/device-tree/model, not from the table."""
@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from rtforge.device import pimodels
-from rtforge.device.pimodels import model_for_dt, pi_model, pi_models, soc_kernel
+from rtforge.device.firmware import pimodels
+from rtforge.device.firmware.pimodels import model_for_dt, pi_model, pi_models, soc_kernel
 from rtforge.errors import UserError
 
 # /proc/device-tree/model as real boards report it -> the model

@@ -12,7 +12,7 @@ import pytest
 
 from rtforge.errors import UserError
 from rtforge.device import CommandFailed, ConnectionLost, LocalTransport, SshTransport
-from rtforge.device.transport import UploadDamaged
+from rtforge.device.transport.transport import UploadDamaged
 
 from .support.flakylink import FlakyLink
 from .support.remoteboard import wait_for

@@ -1,5 +1,5 @@
 """A kernel command line change through the same try-once template as a
-kernel (device/trycmdline.py): the template does not assume a kernel bundle.  A
+kernel (device/deploy/trycmdline.py): the template does not assume a kernel bundle.  A
 command line the kernel panics with falls back by itself.  The board is the
 simulated Pi 4 of the deploy tests (tests/support/simpi.py), whose firmware
 passes the command line file it resolves to the kernel's /proc/cmdline."""
@@ -9,10 +9,10 @@ from __future__ import annotations
 import pytest
 
 from rtforge.device import SshTransport
-from rtforge.device.bundle import open_bundle
-from rtforge.device.deploy import deploy_pi, prefix_for
-from rtforge.device.pitry import BLOCK_BEGIN
-from rtforge.device.trycmdline import FILE, FILES, edit_cmdline, tune_cmdline
+from rtforge.device.deploy.bundle import open_bundle
+from rtforge.device.deploy.pibundle import deploy_pi, prefix_for
+from rtforge.device.deploy.pitry import BLOCK_BEGIN
+from rtforge.device.deploy.trycmdline import FILE, FILES, edit_cmdline, tune_cmdline
 from rtforge.errors import UserError
 
 from .support.simpi import CMDLINE, OLD, SimKernel, SimulatedPi, make_bundle, make_pi4_tree

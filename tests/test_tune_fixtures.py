@@ -11,9 +11,9 @@ import pytest
 
 from rtforge.cli import main
 from rtforge.device import LocalTransport
-from rtforge.device import tune as tuning
-from rtforge.device.target import Target
-from rtforge.device.doctor import diagnose
+from rtforge.device.tune import engine as tuning
+from rtforge.device.transport.board import Target
+from rtforge.device.doctor.diagnose import diagnose
 
 from .support.simboard import copy_tree, remove_tree, sim_tools, tree_digest
 

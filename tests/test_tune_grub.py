@@ -14,10 +14,10 @@ import pytest
 
 from rtforge.cli import main
 from rtforge.device import SshTransport
-from rtforge.device import tune as tuning
-from rtforge.device.grubcmdline import DROPIN, TRY_ID, TRY_SCRIPT, TRY_TITLE, dropin_text, tune_grub_cmdline
-from rtforge.device.target import Target
-from rtforge.device.tunestate import STATE_PATH
+from rtforge.device.tune import engine as tuning
+from rtforge.device.deploy.grubcmdline import DROPIN, TRY_ID, TRY_SCRIPT, TRY_TITLE, dropin_text, tune_grub_cmdline
+from rtforge.device.transport.board import Target
+from rtforge.device.state.tunestate import STATE_PATH
 
 pytestmark = [pytest.mark.slow, pytest.mark.root, pytest.mark.guest]
 

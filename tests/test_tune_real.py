@@ -14,11 +14,11 @@ import pytest
 
 from rtforge.cli import main
 from rtforge.device import LocalTransport
-from rtforge.device import tune as tuning
-from rtforge.device.target import Target
-from rtforge.device.doctor import diagnose
+from rtforge.device.tune import engine as tuning
+from rtforge.device.transport.board import Target
+from rtforge.device.doctor.diagnose import diagnose
 from rtforge.cpulist import parse_cpulist
-from rtforge.device.tunestate import STATE_PATH
+from rtforge.device.state.tunestate import STATE_PATH
 
 pytestmark = pytest.mark.root
 

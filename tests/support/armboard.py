@@ -20,7 +20,7 @@ import signal
 import subprocess
 from pathlib import Path
 
-from rtforge.device.transport import Transport
+from rtforge.device.transport.transport import Transport
 from rtforge.kernel import debian, fetch
 
 from .qemu_user import binfmt_line

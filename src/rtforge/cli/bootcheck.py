@@ -8,8 +8,8 @@ from pathlib import Path
 import typer
 
 from ..errors import UserError
-from ..device.bootcfg import BootChoice, check, resolve
-from ..device.pimodels import pi_model, pi_models
+from ..device.firmware.bootcfg import BootChoice, check, resolve
+from ..device.firmware.pimodels import pi_model, pi_models
 from . import app
 
 MODEL_HELP = "board model, named like its config.txt filter: " + ", ".join(pi_models())

@@ -9,13 +9,13 @@ from typing import Optional
 import typer
 
 from ..device import LocalTransport, SshTransport
-from ..device import pikernels
-from ..device.bundle import open_bundle
-from ..device.deploy import deploy_pi
-from ..device.deploy_grub import deploy_grub, read_deb
-from ..device.official import PACKAGE as OFFICIAL_PACKAGE
-from ..device.official import deploy_official
-from ..device.target import Target
+from ..device.deploy import pikernels
+from ..device.deploy.bundle import open_bundle
+from ..device.deploy.pibundle import deploy_pi
+from ..device.deploy.deploy_grub import deploy_grub, read_deb
+from ..device.deploy.official import PACKAGE as OFFICIAL_PACKAGE
+from ..device.deploy.official import deploy_official
+from ..device.transport.board import Target
 from ..errors import UserError
 from ..units import parse_timeout_s
 from . import app

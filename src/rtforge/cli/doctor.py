@@ -9,9 +9,9 @@ from typing import Optional
 import typer
 from rich.markup import escape
 
-from ..device.target import Target
-from ..device.doctor import DEFAULT_WINDOW_S, DoctorReport, diagnose
-from ..device.findings import SEVERITY_WORDS
+from ..device.transport.board import Target
+from ..device.doctor.diagnose import DEFAULT_WINDOW_S, DoctorReport, diagnose
+from ..device.doctor.findings import SEVERITY_WORDS
 from ..errors import UserError
 from ..paths import resolved
 from . import app

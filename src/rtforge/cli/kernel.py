@@ -17,7 +17,7 @@ from ..kernel.build import BuildSpec, build_kernel
 from ..kernel.rtpatch import prepare_rt_tree
 from ..kernel.sources import SPEC_HELP, prepare_source
 from ..results.store import Store
-from ..device.bundle import open_bundle
+from ..device.deploy.bundle import open_bundle
 from ..errors import UserError
 from ..units import parse_timeout_s
 from . import app

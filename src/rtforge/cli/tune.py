@@ -9,10 +9,10 @@ from typing import Optional
 import typer
 from rich.markup import escape
 
-from ..device import tune as tuning
-from ..device.procparse import format_cpulist
-from ..device.tuneops import OPERATIONS, operation_names
-from ..device.tunestate import STATE_PATH
+from ..device.tune import engine as tuning
+from ..device.state.procparse import format_cpulist
+from ..device.tune.operations import OPERATIONS, operation_names
+from ..device.state.tunestate import STATE_PATH
 from ..errors import UserError
 from . import app
 from .device import HOST_HELP, SSH_CONFIG

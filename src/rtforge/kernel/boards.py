@@ -77,7 +77,7 @@ from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
-from ..device.pimodels import model_for_dt, pi_model, pi_models
+from ..device.firmware.pimodels import model_for_dt, pi_model, pi_models
 from ..errors import UserError
 from . import aarch32
 

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Callable
 
 from .. import paths, tools
-from ..device.bundle import Bundle
+from ..device.deploy.bundle import Bundle
 from ..errors import UserError
 from ..measure.probebuild import CROSS, build_probe, build_program
 from ..results.collect import finalize

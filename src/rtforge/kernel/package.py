@@ -1,6 +1,6 @@
 """From a finished build to dist/<kernelrelease>-<board>/:
 
-    bundle/                     what `rtforge deploy` installs (device/bundle.py)
+    bundle/                     what `rtforge deploy` installs (device/deploy/bundle.py)
       manifest.json  boot/<image>  boot/*.dtb  boot/overlays/  lib/modules/<release>/
     <release>-<board>.tar.gz    the same bundle as one file
     *.deb                       Kbuild's bindeb-pkg (for apt/dpkg and GRUB boards)
@@ -19,7 +19,7 @@ from typing import Any
 
 from .. import __version__
 from ..errors import UserError
-from ..device.bundle import sha256_file, write_manifest
+from ..device.deploy.bundle import sha256_file, write_manifest
 from .boards import Board
 from .kbuild import kbuild_env, make_argv, run_make
 
