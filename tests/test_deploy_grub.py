@@ -13,7 +13,8 @@ import pytest
 from rtforge.cli import main
 from rtforge.device import SshTransport
 from rtforge.device.transport.board import Target
-from rtforge.device.deploy.deploy_grub import deploy_grub, menu_entries, read_deb
+from rtforge.device.deploy.deb import deploy_grub, read_deb
+from rtforge.device.deploy.grubtry import menu_entries
 
 pytestmark = [pytest.mark.slow, pytest.mark.root, pytest.mark.guest]
 

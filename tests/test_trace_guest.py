@@ -17,7 +17,7 @@ import pytest
 
 from rtforge.cli import main
 from rtforge.device import SshTransport
-from rtforge.device.deploy.deploy_grub import deploy_grub, read_deb
+from rtforge.device.deploy.deb import deploy_grub, read_deb
 from rtforge.device.transport.board import Target
 from rtforge.results.store import Store
 

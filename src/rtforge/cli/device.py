@@ -12,7 +12,7 @@ from ..device import LocalTransport, SshTransport
 from ..device.deploy import pikernels
 from ..device.deploy.bundle import open_bundle
 from ..device.deploy.pibundle import deploy_pi
-from ..device.deploy.deploy_grub import deploy_grub, read_deb
+from ..device.deploy.deb import deploy_grub, read_deb
 from ..device.deploy.official import PACKAGE as OFFICIAL_PACKAGE
 from ..device.deploy.official import deploy_official
 from ..device.transport.board import Target

@@ -29,7 +29,7 @@ import secrets
 from typing import Callable
 
 from ...errors import UserError
-from .deploy_grub import GrubTry, grub_entries
+from .grubtry import GrubTry, grub_entries
 from .steps import Steps
 from ..transport.board import Target, TargetFacts
 from .trycmdline import edit_cmdline

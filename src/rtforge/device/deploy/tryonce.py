@@ -11,11 +11,11 @@ Every change that decides what a target boots goes one way (DESIGN rule 6):
   commit   make it the default -- or undo, and say what happened.
 
 Two parts plug into it.  A *mechanism* knows one boot loader's try-once:
-the Raspberry Pi firmware's tryboot.txt (pitry.py) or GRUB's
-grub-reboot (deploy_grub.py).  A *payload* knows what is tried: a
-kernel bundle or Raspberry Pi's RT package (pibundle.py, official.py), a kernel .deb,
-a kernel command line (trycmdline.py, grubcmdline.py).  Neither decides an outcome: the four
-outcomes and their messages are here, once.
+the Raspberry Pi firmware's tryboot.txt (pitry.py) or GRUB's grub-reboot
+(grubtry.py).  A *payload* knows what is tried: a kernel bundle
+(pibundle.py), Raspberry Pi's RT package (official.py), a kernel .deb
+(deb.py), a kernel command line (trycmdline.py, grubcmdline.py).  Neither
+decides an outcome: the four outcomes and their messages are here, once.
 
 Every step before the reboot registers its undo (steps.py), so a
 failure anywhere before it leaves the target as it was.
