@@ -29,7 +29,7 @@ from .support.remoteboard import RUNS, clean_board, run_sessions, session_member
 
 pytestmark = pytest.mark.root
 
-HOSTILE = "RT 6.12 'quoted' $(touch /tmp/rtforge-pwned) `touch /tmp/rtforge-pwned`; touch /tmp/rtforge-pwned\nx"
+HOSTILE = "RT 6.12 'quoted' $(touch /tmp/rtforge-pwned) `touch /tmp/rtforge-pwned`; touch /tmp/rtforge-pwned \\ x"
 
 
 def board_runs() -> set[str]:
@@ -183,8 +183,7 @@ def test_the_runner_is_posix_sh(shell, tmp_path, probe):
 
 def test_the_runner_constants_come_from_python():
     """Final states and limits are rendered into the script, not copied."""
-    from rtforge.measure.runner import ENGINE_STOP_S, FINAL_STATES
-    from rtforge.results.collect import RUNNER_STATES
+    from rtforge.measure.lifecycle import ENGINE_STOP_S, FINAL_STATES, RUNNER_STATES
 
     text = runner_text()
     assert "@CONSTANTS@" not in text and f'FINAL_STATES="{" ".join(RUNNER_STATES)}"' in text

@@ -16,6 +16,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from . import rawfile
 from .bench import parse_stress_ng_metrics, spread
 from .model import RunResult
 from .stats import SINCE_BOOT_SHIFT, THROTTLE_BITS
@@ -77,10 +78,10 @@ def _warnings(n: int, system: dict, threads: list[int], usable: int, nqueens: li
     return warn
 
 
-def _read(path: Path) -> str:
+def _read(raw: Path, rel: str) -> str:
     try:
-        return path.read_text(errors="replace")
-    except OSError:
+        return rawfile.read_text(raw, rel) or ""
+    except rawfile.RawFileError:
         return ""
 
 
@@ -89,13 +90,13 @@ def bench_from_steps(result: RunResult, raw: Path) -> tuple[str, list[str]]:
     cfg = result.config
     n, steps = cfg["n"], cfg["steps"]
     threads = list(cfg["threads"])
-    done = len(_read(raw / "steps.log").splitlines())
+    done = len(_read(raw, "steps.log").splitlines())
     nq = {
         t: {"threads": t, "solutions": None, "elapsed_ns": [], "cpu_ns": [], "warmup_elapsed_ns": []} for t in threads
     }
     stress_runs, notes = [], list(cfg.get("notes") or [])  # what was known at the start (stress-ng missing)
     for i, s in enumerate(steps[:done]):
-        out = _read(raw / "steps" / f"{i + 1:03d}.out") + _read(raw / "steps" / f"{i + 1:03d}.err")
+        out = _read(raw, f"steps/{i + 1:03d}.out") + _read(raw, f"steps/{i + 1:03d}.err")
         if s["kind"] == "nqueens":
             doc = json.loads(out.strip().splitlines()[-1])
             entry = nq[s["threads"]]
@@ -122,7 +123,7 @@ def bench_from_steps(result: RunResult, raw: Path) -> tuple[str, list[str]]:
     stress = cfg.get("stress")
     after: dict[str, Any] = {}
     try:
-        after = json.loads(_read(raw / "meta-after.json") or "{}")
+        after = json.loads(_read(raw, "meta-after.json") or "{}")
     except json.JSONDecodeError:
         pass
     result.bench = {
@@ -135,7 +136,7 @@ def bench_from_steps(result: RunResult, raw: Path) -> tuple[str, list[str]]:
         "stress_ng": {**stress, "runs": stress_runs} if stress else None,
         "system_after": {k: after.get(k) for k in ("throttled_hex", "loadavg", "cpufreq")},
     }
-    clock = [float(v) for v in _read(raw / "uptime").split()[:2] if v.replace(".", "", 1).isdigit()]
+    clock = [float(v) for v in _read(raw, "uptime").split()[:2] if v.replace(".", "", 1).isdigit()]
     if len(clock) == 2:
         result.duration_s = clock[1] - clock[0]
     state = "complete" if done == len(steps) and not any("miscalculates" in w for w in notes) else "killed"

@@ -32,6 +32,10 @@ import re
 from pathlib import Path
 from typing import Any
 
+from . import rawfile
+
+MAX_TRACE_FILES = 1000
+
 _HIT = re.compile(r"^## CPU (\d+) hit stop tracing")
 _NUM = r"([0-9]+(?:\.[0-9]+)?)"
 _PART = re.compile(rf"^\s*(IRQ handler delay|IRQ latency|Timerlat IRQ duration|Blocking thread|NMI interference|"
@@ -153,16 +157,15 @@ def read_run(raw: Path) -> dict[str, Any] | None:
     """The trace of a run's raw/ folder: its spikes, each with the time into
     the run (seconds, from the runner's start uptime) and a culprit line."""
     folder = raw / "trace"
-    if not folder.is_dir():
+    if folder.is_symlink() or not folder.is_dir():
         return None
     try:
-        started = float((raw / "runner" / "started").read_text().split()[0])
-    except (OSError, ValueError, IndexError):
+        started = float((rawfile.read_text(raw, "runner/started") or "").split()[0])
+    except (rawfile.RawFileError, ValueError, IndexError):
         started = None
     index: dict[int, float] = {}
     status: dict[int, str] = {}
-    index_path = folder / "index"
-    for line in index_path.read_text().splitlines() if index_path.exists() else []:
+    for line in (rawfile.read_text(raw, "trace/index") or "").splitlines():
         f = line.split()
         if len(f) == 4 and f[0].isdigit():
             status[int(f[0])] = f[3]
@@ -170,12 +173,14 @@ def read_run(raw: Path) -> dict[str, Any] | None:
                 index[int(f[0])] = float(f[2])
             except ValueError:
                 continue
-    runs = sorted(int(p.stem) for p in folder.glob("*.out") if p.stem.isdigit())
+    # far more analyses than a run makes (measure/trace.py's limit is 50): a bound on what is read
+    runs = sorted(int(n[:-4]) for n in rawfile.names(raw, "trace") if n.endswith(".out") and n[:-4].isdigit()
+                  and len(n) < 12)[:MAX_TRACE_FILES]
     spikes = []
     idle = None
     failed = None
     for n in runs:
-        text = (folder / f"{n}.out").read_text(errors="replace")
+        text = rawfile.read_text(raw, f"trace/{n}.out") or ""
         if status.get(n, "0") != "0" and "hit stop tracing" not in text:
             first = next((line.strip() for line in text.splitlines() if line.strip()), "no output")
             failed = f"rtla exited with status {status[n]} ({first[:200]}): see raw/trace/{n}.out"
@@ -188,7 +193,7 @@ def read_run(raw: Path) -> dict[str, Any] | None:
             s["t_s"] = round(end - started, 1) if end is not None and started is not None else None
             s["culprit"] = culprit(s)
             spikes.append(s)
-    limit = (raw / "trace.out").exists() and "limit" in (raw / "trace.out").read_text()
+    limit = "limit" in (rawfile.read_text(raw, "trace.out") or "")
     return {"rtla_runs": len(runs), "spikes": spikes, "max_idle_exit": idle, "limit_reached": limit,
             "failed": failed}
 
