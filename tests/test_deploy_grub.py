@@ -12,7 +12,7 @@ import pytest
 
 from rtforge.cli import main
 from rtforge.device import SshTransport
-from rtforge.device.transport.board import Target
+from rtforge.device.transport.device import Device
 from rtforge.device.deploy.deb import deploy_grub, read_deb
 from rtforge.device.deploy.grubtry import menu_entries
 
@@ -47,7 +47,7 @@ def test_rt_deb_is_tried_once_verified_and_committed(guest, guest_image, capsys)
 
 
 def test_unbootable_kernel_falls_back_and_is_removed(guest, guest_image):
-    board = Target(SshTransport("guest", ssh_config=guest.ssh_config))
+    board = Device(SshTransport("guest", ssh_config=guest.ssh_config))
     deb = read_deb(guest_image.unbootable_deb)
     result = deploy_grub(board, deb, timeout_s=900)
     assert not result.ok and result.state == "fell-back" and result.running == guest_image.stock_release

@@ -22,7 +22,7 @@ from rtforge.device import SshTransport
 from rtforge.device.deploy import pikernels
 from rtforge.device.deploy.official import IMAGE, PACKAGE, deploy_official
 from rtforge.device.deploy.pitry import BLOCK_BEGIN
-from rtforge.device.transport.board import Target
+from rtforge.device.transport.device import Device
 from rtforge.errors import UserError
 
 from .support.aptrepo import AptRepo, build_kernel_deb, host_state, make_apt_tree
@@ -133,6 +133,6 @@ def test_target_apt_get_argv():
 
         def exists(self, path):
             return True
-    assert Target(NoFiles()).apt_get("install", "x") == ["env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "-y",
+    assert Device(NoFiles()).apt_get("install", "x") == ["env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "-y",
                                                          "-q", "install", "x"]
-    assert Target(NoFiles(), "/srv/pi").apt_get("update")[2] == "APT_CONFIG=/srv/pi/etc/apt/apt.conf"
+    assert Device(NoFiles(), "/srv/pi").apt_get("update")[2] == "APT_CONFIG=/srv/pi/etc/apt/apt.conf"

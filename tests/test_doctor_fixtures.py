@@ -14,7 +14,7 @@ import pytest
 
 from rtforge.cli import main
 from rtforge.device import LocalTransport
-from rtforge.device.transport.board import Target
+from rtforge.device.transport.device import Device
 from rtforge.device.doctor.diagnose import diagnose
 from rtforge.device.doctor.findings import catalog
 
@@ -44,7 +44,7 @@ def tools(tmp_path, monkeypatch):
 
 
 def doctor(root: Path, **kw):
-    return diagnose(Target(LocalTransport(), root=str(root)), **{"window_s": 0, **kw})
+    return diagnose(Device(LocalTransport(), root=str(root)), **{"window_s": 0, **kw})
 
 
 # Each case: finding id, (tree, change) where it must fire, (tree, change)
@@ -197,7 +197,7 @@ def test_a_dma_latency_holder_is_named(trees):
     (root / "proc/4242/fd/3").symlink_to("/dev/cpu_dma_latency")
     write_file(root, "proc/4242/task/4242/stat",
                (root / "proc/14/task/14/stat").read_text().replace("14 (ksoftirqd/0)", "4242 (cyclictest)"))
-    r = diagnose(Target(LocalTransport(), root=str(root)), window_s=0.2)
+    r = diagnose(Device(LocalTransport(), root=str(root)), window_s=0.2)
     deep = next(f for f in r.findings if f.id == "deep-idle")
     assert "held at 100 us by pid 4242 (cyclictest)" in deep.title
     # held at 100 us: C3 and C6 stay usable, C7s and deeper are out of reach
@@ -269,7 +269,7 @@ def test_vcgencmd_is_asked_on_a_real_root(tools):
     """Without --sysroot the firmware is asked through vcgencmd (the sysfs file
     WARNs on newer kernels); here vcgencmd is the simulated firmware."""
     tools(throttled="0x50005")
-    r = diagnose(Target(LocalTransport()), window_s=0)
+    r = diagnose(Device(LocalTransport()), window_s=0)
     f = next(f for f in r.findings if f.id == "pi-throttled-now")
     assert f.evidence[0].source == "vcgencmd get_throttled" and "throttled=0x50005" in f.evidence[0].value
     assert "under-voltage" in f.title and "5 V" in f.fix

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from rtforge.device import LocalTransport
-from rtforge.device.transport.board import Target
+from rtforge.device.transport.device import Device
 from rtforge.device.doctor.diagnose import diagnose
 
 
@@ -28,7 +28,7 @@ def _read(path: str) -> str | None:
 
 @pytest.fixture(scope="module")
 def report():
-    return diagnose(Target(LocalTransport()), window_s=0.5)
+    return diagnose(Device(LocalTransport()), window_s=0.5)
 
 
 def test_the_kernel_as_uname_tells_it(report):
@@ -78,7 +78,7 @@ def test_a_busy_thread_is_measured_as_the_kernel_counts_it():
             time.sleep(0.02)
         clk_tck = os.sysconf("SC_CLK_TCK")
         t0, m0 = _ticks(hog.pid), time.monotonic()
-        r = diagnose(Target(LocalTransport()), window_s=1.0)
+        r = diagnose(Device(LocalTransport()), window_s=1.0)
         t1, m1 = _ticks(hog.pid), time.monotonic()
     finally:
         hog.kill()

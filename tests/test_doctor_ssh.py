@@ -12,7 +12,7 @@ import pytest
 
 from rtforge.cli import main
 from rtforge.device import LocalTransport
-from rtforge.device.transport.board import Target
+from rtforge.device.transport.device import Device
 from rtforge.device.doctor.diagnose import diagnose
 
 from .support.simboard import copy_tree, remove_tree, tree_digest
@@ -41,7 +41,7 @@ def ssh_doctor(capsys, sshd, host, *args) -> dict:
 
 def test_doctor_over_ssh_sees_what_a_local_doctor_sees(sshd, capsys):
     remote = ssh_doctor(capsys, sshd, "board", "--window-s", "0.5")
-    local = diagnose(Target(LocalTransport()), window_s=0)
+    local = diagnose(Device(LocalTransport()), window_s=0)
     assert remote["target"] == "board"
     assert (remote["kernel_release"], remote["preempt"], remote["model"]) == (
         local.kernel_release, local.preempt, local.model)

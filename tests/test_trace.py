@@ -76,9 +76,9 @@ def test_complete_support_passes():
 
 
 def test_missing_rtla_is_named_with_its_package():
-    from rtforge.measure.target import Contact, Target, check_tools, tools_for
+    from rtforge.measure.target import Contact, RunSite, check_tools, tools_for
 
-    target = Target(LocalTransport(), "/nonexistent", True)
+    target = RunSite(LocalTransport(), "/nonexistent", True)
     needed = tools_for("probe", [], target, trace=True)
     assert needed["rtla"] == ("rtla", None)
     contact = Contact("x86_64", "h", True, "127.0.0.1", 1, [0], tools=set(needed) - {"rtla"})

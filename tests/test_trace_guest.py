@@ -18,7 +18,7 @@ import pytest
 from rtforge.cli import main
 from rtforge.device import SshTransport
 from rtforge.device.deploy.deb import deploy_grub, read_deb
-from rtforge.device.transport.board import Target
+from rtforge.device.transport.device import Device
 from rtforge.results.store import Store
 
 pytestmark = [pytest.mark.slow, pytest.mark.root, pytest.mark.guest]
@@ -34,7 +34,7 @@ HOG_CMD = (f"nohup chrt -f 99 taskset -c 0 perl -e '$0 = \"{HOG}\"; "
 
 def _rt_guest(guest, guest_image):
     deb = next(d for d in guest_image.rt_debs if d.name.startswith(f"linux-image-{guest_image.rt_release}_"))
-    result = deploy_grub(Target(SshTransport("guest", ssh_config=guest.ssh_config)), read_deb(deb), timeout_s=900)
+    result = deploy_grub(Device(SshTransport("guest", ssh_config=guest.ssh_config)), read_deb(deb), timeout_s=900)
     assert result.ok, result.message
     assert "PREEMPT_RT" in guest.ssh("uname -v").stdout.split()
 

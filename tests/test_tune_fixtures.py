@@ -12,7 +12,7 @@ import pytest
 from rtforge.cli import main
 from rtforge.device import LocalTransport
 from rtforge.device.tune import engine as tuning
-from rtforge.device.transport.board import Target
+from rtforge.device.transport.device import Device
 from rtforge.device.doctor.diagnose import diagnose
 
 from .support.simboard import copy_tree, remove_tree, sim_tools, tree_digest
@@ -44,7 +44,7 @@ def read(root: Path, rel: str) -> str:
 def test_apply_show_doctor_revert_on_a_pi4(pi4, capsys):
     root, wifi = pi4
     before = tree_digest(root)
-    board = Target(LocalTransport(), root=str(root))
+    board = Device(LocalTransport(), root=str(root))
     findings = set(diagnose(board, window_s=0).ids())
     assert {"governor", "rt-throttling", "wifi-power-save"} <= findings
 
@@ -96,7 +96,7 @@ def test_isolate_moves_irqs_but_not_per_cpu_ones_and_back(pi3, capsys):
     assert read(pi3, "proc/irq/default_smp_affinity") == "7\n"
     assert read(pi3, "proc/sys/kernel/sched_rt_runtime_us") == "950000\n"       # --only
     assert json.loads(read(pi3, STATE))["isolate"] == [3]
-    report = diagnose(Target(LocalTransport(), root=str(pi3)), window_s=0)
+    report = diagnose(Device(LocalTransport(), root=str(pi3)), window_s=0)
     assert "irq-on-isolated" not in report.ids() and [x.id for x in report.fixed] == ["irq-on-isolated"]
     assert main(["tune", "--sysroot", str(pi3), "--revert"]) == 0
     assert tree_digest(pi3) == before
@@ -133,7 +133,7 @@ def test_a_refused_write_is_reported_and_not_saved(pi3, capsys):
 
 
 def test_the_first_before_value_wins(pi3):
-    board = Target(LocalTransport(), root=str(pi3))
+    board = Device(LocalTransport(), root=str(pi3))
     tuning.apply(board, tuning.plan(board, only=["rt-throttling"]))
     (pi3 / "proc/sys/kernel/sched_rt_runtime_us").write_text("900000\n")      # changed by someone since
     tuning.apply(board, tuning.plan(board, only=["rt-throttling"]))
@@ -143,7 +143,7 @@ def test_the_first_before_value_wins(pi3):
 
 
 def test_a_state_from_an_earlier_boot_is_not_written_back(pi3, capsys):
-    board = Target(LocalTransport(), root=str(pi3))
+    board = Device(LocalTransport(), root=str(pi3))
     tuning.apply(board, tuning.plan(board, only=["rt-throttling"]))
     (pi3 / "proc/sys/kernel/random/boot_id").write_text("11111111-2222-3333-4444-555555555555\n")   # rebooted
     (pi3 / "proc/sys/kernel/sched_rt_runtime_us").write_text("950000\n")                            # the boot default

@@ -16,7 +16,7 @@ from rtforge.cli import main
 from rtforge.device import SshTransport
 from rtforge.device.tune import engine as tuning
 from rtforge.device.deploy.grubcmdline import DROPIN, TRY_ID, TRY_SCRIPT, TRY_TITLE, dropin_text, tune_grub_cmdline
-from rtforge.device.transport.board import Target
+from rtforge.device.transport.device import Device
 from rtforge.device.state.tunestate import STATE_PATH
 
 pytestmark = [pytest.mark.slow, pytest.mark.root, pytest.mark.guest]
@@ -40,7 +40,7 @@ def exists(g, path: str) -> bool:
 
 def test_isolation_words_are_tried_once_committed_and_reverted_through_grub(pc, guest_image, capsys):
     ssh = ["--ssh-config", str(pc.ssh_config)]
-    board = Target(SshTransport("guest", ssh_config=pc.ssh_config))
+    board = Device(SshTransport("guest", ssh_config=pc.ssh_config))
     cfg_before, env_before = pc.ssh("cat /boot/grub/grub.cfg").stdout, pc.grubenv()
 
     # GRUB_DEFAULT=0: grub-reboot cannot work, refused before anything changes

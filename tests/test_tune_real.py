@@ -15,7 +15,7 @@ import pytest
 from rtforge.cli import main
 from rtforge.device import LocalTransport
 from rtforge.device.tune import engine as tuning
-from rtforge.device.transport.board import Target
+from rtforge.device.transport.device import Device
 from rtforge.device.doctor.diagnose import diagnose
 from rtforge.cpulist import parse_cpulist
 from rtforge.device.state.tunestate import STATE_PATH
@@ -82,7 +82,7 @@ def test_isolate_and_rt_throttling_then_revert_exactly(before, capsys):
         assert f"({p})" in out and now[p] == before[p]
         assert f"not changed: IRQ {p.split('/')[3]} " in out
 
-    report = diagnose(Target(LocalTransport()), window_s=0)
+    report = diagnose(Device(LocalTransport()), window_s=0)
     assert report.isolated == [cpu]
     assert "rt-throttling" in {x.id for x in report.fixed} and "rt-throttling" not in report.ids()
     if refused:       # doctor still names them, and says that tune could not move them
@@ -102,7 +102,7 @@ def test_isolate_and_rt_throttling_then_revert_exactly(before, capsys):
 
 
 def test_first_before_value_wins_for_real(before):
-    board = Target(LocalTransport())
+    board = Device(LocalTransport())
     tuning.apply(board, tuning.plan(board, only=["rt-throttling"]))
     Path(RUNTIME).write_text("960000\n")        # someone changed it since (this kernel refuses < 950000)
     tuning.apply(board, tuning.plan(board, only=["rt-throttling"]))

@@ -16,7 +16,7 @@ from rtforge.cli import main
 from rtforge.device import LocalTransport, SshTransport
 from rtforge.device.tune import engine as tuning
 from rtforge.device.deploy.grubcmdline import DROPIN, dropin_text
-from rtforge.device.transport.board import Target
+from rtforge.device.transport.device import Device
 from rtforge.device.state.tunestate import STATE_PATH
 from rtforge.errors import UserError
 
@@ -141,7 +141,7 @@ def pi3():
 def test_fiq_words_follow_doctors_finding(pi3):
     """The pi3 tree runs an RT kernel (isolcpus=3 already, without managed_irq) with the FIQ off: nothing to
     add for the FIQ until its module says it is on."""
-    board = Target(LocalTransport(), root=str(pi3))
+    board = Device(LocalTransport(), root=str(pi3))
     fiq = ["dwc_otg.fiq_enable=0", "dwc_otg.fiq_fsm_enable=0"]
     cmdline = pi3 / "proc/cmdline"
     cmdline.write_text(" ".join(w for w in cmdline.read_text().split() if w not in fiq) + "\n")
@@ -165,13 +165,13 @@ def test_dry_run_prints_the_words_and_changes_nothing(pi3, capsys):
 
 
 def test_plain_tune_never_plans_the_command_line(pi3):
-    board = Target(LocalTransport(), root=str(pi3))
+    board = Device(LocalTransport(), root=str(pi3))
     plan = tuning.plan(board)
     assert not [c for c in plan.changes if c.kind == "cmdline"] and plan.notes["boot-cmdline"] == [tuning.BOOT_NOTE]
 
 
 def test_a_tree_without_a_boot_loader_is_not_given_boot_words(pi3):
-    board = Target(LocalTransport(), root=str(pi3))
+    board = Device(LocalTransport(), root=str(pi3))
     result = tuning.apply(board, tuning.plan(board, isolate="2-3", only=["boot-cmdline"]))
     assert not result.boot.ok and "neither a Raspberry Pi boot partition" in result.boot.message
     assert not (pi3 / STATE_PATH.lstrip("/")).exists()

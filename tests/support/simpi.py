@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rtforge.device.deploy.bundle import write_manifest
-from rtforge.device.transport.board import Target
+from rtforge.device.transport.device import Device
 from rtforge.device.transport.transport import ConnectionLost
 
 ARM64_MAGIC_AT = 0x38  # arm64 Image header: "ARM\x64" at 0x38 (Linux Documentation/arch/arm64/booting.rst)
@@ -223,7 +223,7 @@ def make_bundle(dest: Path, release: str = "6.12.0-rt5-rtforge", tag: str = "rt 
     return dest, hashlib.sha256(image).hexdigest()
 
 
-class SimulatedPi(Target):
+class SimulatedPi(Device):
     reboot_tools = ()          # the firmware and its reboots are simulated here
 
     def __init__(self, transport, root: Path, kernels: dict[str, SimKernel], model: str = "pi4"):

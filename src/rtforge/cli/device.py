@@ -15,7 +15,7 @@ from ..device.deploy.pibundle import deploy_pi
 from ..device.deploy.deb import deploy_grub, read_deb
 from ..device.deploy.official import PACKAGE as OFFICIAL_PACKAGE
 from ..device.deploy.official import deploy_official
-from ..device.transport.board import Target
+from ..device.transport.device import Device
 from ..errors import UserError
 from ..units import parse_timeout_s
 from . import app
@@ -29,10 +29,10 @@ SSH_CONFIG = typer.Option(None, "--ssh-config", help="ssh config file to use (ss
 HOST_HELP = HOST_REQUIRED
 
 
-def open_board(host: str | None, ssh_config: Path | None) -> Target:
+def open_board(host: str | None, ssh_config: Path | None) -> Device:
     if host in (None, "local", "localhost"):
-        return Target(LocalTransport())
-    return Target(SshTransport(host, ssh_config=ssh_config))
+        return Device(LocalTransport())
+    return Device(SshTransport(host, ssh_config=ssh_config))
 
 
 @target_app.command("info")

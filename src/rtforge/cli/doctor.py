@@ -9,7 +9,7 @@ from typing import Optional
 import typer
 from rich.markup import escape
 
-from ..device.transport.board import Target
+from ..device.transport.device import Device
 from ..device.doctor.diagnose import DEFAULT_WINDOW_S, DoctorReport, diagnose
 from ..device.doctor.findings import SEVERITY_WORDS
 from ..errors import UserError
@@ -25,7 +25,7 @@ SYSROOT = typer.Option(None, "--sysroot", metavar="DIR",
                        help="read /proc and /sys below DIR on the target (a fixture tree, a mounted image)")
 
 
-def board_for(host: str | None, ssh_config: Path | None, sysroot: Path | None) -> Target:
+def board_for(host: str | None, ssh_config: Path | None, sysroot: Path | None) -> Device:
     """The target, rooted at --sysroot when given (checked on the target)."""
     board = open_board(host, ssh_config)
     if sysroot is not None:
@@ -38,7 +38,7 @@ def board_for(host: str | None, ssh_config: Path | None, sysroot: Path | None) -
             board.t.close()
             raise UserError(f"--sysroot {sysroot} is not a directory on {board.name}: give the folder that holds "
                             "proc/ and sys/")
-        board = Target(board.t, root=root)
+        board = Device(board.t, root=root)
     return board
 
 

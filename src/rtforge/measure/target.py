@@ -61,7 +61,8 @@ class Contact:
 
 
 @dataclass
-class Target:
+class RunSite:
+    """Where a run's folder lives and its runner runs: this machine or a board."""
     transport: Transport
     base: str             # runs live in BASE/runs/<run-id>
     local: bool           # this machine: BASE is the store's root, so a run's folder is its store folder
@@ -75,11 +76,11 @@ class Target:
         return "this machine's" if self.local else "its"
 
 
-def make_target(store: Store, transport: Transport | None = None, base: str | None = None) -> Target:
+def make_target(store: Store, transport: Transport | None = None, base: str | None = None) -> RunSite:
     """This machine (no transport, or a LocalTransport without a base) or a board."""
     if transport is None or (isinstance(transport, LocalTransport) and base is None):
-        return Target(transport or LocalTransport(), str(resolved(store.root, f"the run store {store.root}")), True)
-    return Target(transport, base or BASE_DIR, False)
+        return RunSite(transport or LocalTransport(), str(resolved(store.root, f"the run store {store.root}")), True)
+    return RunSite(transport, base or BASE_DIR, False)
 
 
 def _local_contact(tools: list[str]) -> Contact:
@@ -91,7 +92,7 @@ def _local_contact(tools: list[str]) -> Contact:
                    cpus=[c for c in online if c in allowed], tools={t for t in tools if shutil.which(t)})
 
 
-def first_contact(target: Target, tools: list[str]) -> Contact:
+def first_contact(target: RunSite, tools: list[str]) -> Contact:
     if target.local:
         return _local_contact(tools)
     t = target.transport
@@ -117,12 +118,12 @@ def first_contact(target: Target, tools: list[str]) -> Contact:
                    cpus=[c for c in online if c in allowed] or online, tools=found)
 
 
-def target_loads(loads: list[str], target: Target) -> list[str]:
+def target_loads(loads: list[str], target: RunSite) -> list[str]:
     """The loads the runner starts on the target (a board's net load runs here)."""
     return loads if target.local else [n for n in loads if n not in HOST_LOADS]
 
 
-def tools_for(engine: str, loads: list[str], target: Target,
+def tools_for(engine: str, loads: list[str], target: RunSite,
               trace: bool = False) -> dict[str, tuple[str, str | None]]:
     """tool -> (Debian package, the load that needs it, if one does), in the order they are named."""
     needed: dict[str, tuple[str, str | None]] = {}
@@ -135,7 +136,7 @@ def tools_for(engine: str, loads: list[str], target: Target,
     return needed
 
 
-def check_tools(needed: dict[str, tuple[str, str | None]], target: Target, contact: Contact, install: bool,
+def check_tools(needed: dict[str, tuple[str, str | None]], target: RunSite, contact: Contact, install: bool,
                 on_step: Callable[[str], None]) -> None:
     """Every tool the engine, the loads and the runner need, or one sentence
     naming the Debian package (a board's are installed with --install)."""

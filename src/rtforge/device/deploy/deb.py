@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Callable
 
 from ...errors import UserError
-from ..transport.board import Target, TargetFacts
+from ..transport.device import Device, DeviceFacts
 from ..transport.transport import sha256_file
 from .grubtry import GrubTry
 from .steps import Steps
@@ -97,7 +97,7 @@ class DebPayload(Payload):
     def staged(self) -> str:
         return self.mech.target.path(f"{STAGING}/{self.deb.path.name}")
 
-    def check(self, target: Target, f: TargetFacts) -> None:
+    def check(self, target: Device, f: DeviceFacts) -> None:
         name = target.name
         if DEB_ARCH.get(self.deb.arch) != f.machine:
             raise UserError(f"{name} is {f.machine} but {self.deb.path.name} is for {self.deb.arch}: "
@@ -133,7 +133,7 @@ class DebPayload(Payload):
         self.mech.target.t.run(["rm", "-rf", self.mech.target.path(STAGING)], sudo=True)
 
 
-def deploy_grub(target: Target, deb: KernelDeb, *, timeout_s: float = 300, on_step: Callable[[str], None] | None = None,
+def deploy_grub(target: Device, deb: KernelDeb, *, timeout_s: float = 300, on_step: Callable[[str], None] | None = None,
                 on_wait: Callable[[float], None] | None = None) -> DeployResult:
     """Try a kernel .deb once on a GRUB board; keep it when it verifies."""
     return try_once(GrubTry(target, DebPayload(deb), timeout_s=timeout_s, on_step=on_step, on_wait=on_wait))

@@ -31,7 +31,7 @@ from typing import Callable
 from ...errors import UserError
 from .grubtry import GrubTry, grub_entries
 from .steps import Steps
-from ..transport.board import Target, TargetFacts
+from ..transport.device import Device, DeviceFacts
 from .trycmdline import edit_cmdline
 from .tryonce import DeployResult, Expect, Payload, try_once
 
@@ -61,18 +61,18 @@ def dropin_words(text: str | None) -> list[str]:
     return m[1].split() if m else []
 
 
-def _update_grub(board: Target) -> str | None:
+def _update_grub(board: Device) -> str | None:
     """Run update-grub; None when it worked, else why not (its last error line)."""
     r = board.update_grub()
     return (r.stderr.strip().splitlines() or [f"exit status {r.returncode}"])[-1] if r.returncode else None
 
 
-def read_dropin(board: Target) -> str | None:
+def read_dropin(board: Device) -> str | None:
     r = board.t.run(["cat", "--", board.path(DROPIN)], sudo=True)
     return r.stdout if r.returncode == 0 else None
 
 
-def put_dropin(board: Target, text: str | None) -> None:
+def put_dropin(board: Device, text: str | None) -> None:
     """Write (None: remove) the drop-in, then update-grub; the drop-in is undone when update-grub fails."""
     t, path = board.t, board.path(DROPIN)
     old = read_dropin(board)
@@ -187,7 +187,7 @@ class GrubCmdlineTry(GrubTry):
         self.new_entry = TRY_ID
         steps.run(self.ARM_STEP, arm, disarm)
 
-    def tried(self, after: TargetFacts) -> bool | None:
+    def tried(self, after: DeviceFacts) -> bool | None:
         return self.payload.marker in after.cmdline.split()
 
     def commit(self) -> tuple[str, None]:
@@ -202,7 +202,7 @@ class GrubCmdlineTry(GrubTry):
         return ph
 
 
-def tune_grub_cmdline(target: Target, add: list[str], remove: list[str], dropin: str | None, *, label: str,
+def tune_grub_cmdline(target: Device, add: list[str], remove: list[str], dropin: str | None, *, label: str,
                       timeout_s: float = 300, on_step: Callable[[str], None] | None = None,
                       on_wait: Callable[[float], None] | None = None) -> DeployResult:
     """Try the running entry's command line with `add`, without `remove`, once;

@@ -15,7 +15,7 @@ import re
 from typing import Iterator
 
 from ...errors import UserError
-from ..transport.board import TargetFacts
+from ..transport.device import DeviceFacts
 from .steps import Steps
 from .tryonce import Mechanism, Phrases
 
@@ -86,7 +86,7 @@ class GrubTry(Mechanism):
         out = self.target.t.run(["grub-editenv", self.grubenv_path(), "list"], sudo=True).stdout
         return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
 
-    def check(self) -> TargetFacts:
+    def check(self) -> DeviceFacts:
         t, f = self.target, self.target.facts()
         self.facts = f
         if not f.grub:
@@ -133,7 +133,7 @@ class GrubTry(Mechanism):
     def reboot(self) -> None:
         self.target.reboot(tryboot=False)
 
-    def tried(self, after: TargetFacts) -> bool | None:
+    def tried(self, after: DeviceFacts) -> bool | None:
         image = boot_image(after.cmdline)
         return None if image is None else image == self.try_image
 

@@ -29,7 +29,7 @@ from ..firmware.bootcfg import BootChoice
 from ..firmware.pimodels import model_for_dt
 from .pitry import PiPayload, PiTryboot
 from .steps import Steps
-from ..transport.board import Target, TargetFacts
+from ..transport.device import Device, DeviceFacts
 from .tryonce import DeployResult, Expect, try_once, uname_v_marker
 
 PACKAGE = "linux-image-rpi-v8-rt"
@@ -38,13 +38,13 @@ INITRAMFS = "initramfs8_rt"  # what the firmware's auto_initramfs would derive f
 APT_TIMEOUT_S = 1800
 
 
-def _installed(target: Target, *packages: str) -> list[str]:
+def _installed(target: Device, *packages: str) -> list[str]:
     """Those of `packages` (at least one) that dpkg has installed on the target."""
     out = target.t.run(target.dpkg_query("-W", "-f", "${Package} ${Status}\n", *packages)).stdout
     return [line.split()[0] for line in out.splitlines() if line.endswith(" install ok installed")]
 
 
-def official_packages(target: Target) -> list[str]:
+def official_packages(target: Device) -> list[str]:
     """The official package and the kernel packages it depends on (Raspberry
     Pi OS makes linux-image-rpi-v8-rt a metapackage of linux-image-<release>)."""
     if not _installed(target, PACKAGE):
@@ -54,7 +54,7 @@ def official_packages(target: Target) -> list[str]:
     return [PACKAGE, *(_installed(target, *names) if names else [])]  # no names: dpkg-query would list all
 
 
-def official_release(target: Target) -> str | None:
+def official_release(target: Device) -> str | None:
     """The kernel release the installed official package provides, read from
     its files (/lib/modules/<release>/); None when it is not installed."""
     packages = official_packages(target)
@@ -73,7 +73,7 @@ class OfficialPayload(PiPayload):
         self.expect = Expect(what=PACKAGE)
         self.new_packages: list[str] = []
 
-    def check(self, target: Target, f: TargetFacts) -> None:
+    def check(self, target: Device, f: DeviceFacts) -> None:
         name = target.name
         model = model_for_dt(f.model) if f.model else None
         if model is None or model.arm64 not in ("yes", "only"):
@@ -145,7 +145,7 @@ class OfficialPayload(PiPayload):
         return f"; {PACKAGE} stays installed for inspection"
 
 
-def deploy_official(target: Target, *, timeout_s: float = 300, on_step: Callable[[str], None] | None = None,
+def deploy_official(target: Device, *, timeout_s: float = 300, on_step: Callable[[str], None] | None = None,
                     on_wait: Callable[[float], None] | None = None) -> DeployResult:
     """Install Raspberry Pi's RT kernel package, try it once, keep it when it verifies."""
     return try_once(PiTryboot(target, OfficialPayload(), timeout_s=timeout_s, on_step=on_step, on_wait=on_wait))

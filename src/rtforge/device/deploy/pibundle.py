@@ -26,7 +26,7 @@ from .bundle import Bundle
 from ..firmware.pimodels import model_for_dt
 from .pitry import PiPayload, PiTryboot
 from .steps import Steps
-from ..transport.board import Target, TargetFacts
+from ..transport.device import Device, DeviceFacts
 from .tryonce import STAGING, DeployResult, Expect, try_once
 
 MARGIN_KB = 4096
@@ -53,7 +53,7 @@ class BundlePayload(PiPayload):
     def modules(self) -> str:
         return self.mech.target.path(f"/lib/modules/{self.release}")
 
-    def check(self, target: Target, f: TargetFacts) -> None:
+    def check(self, target: Device, f: DeviceFacts) -> None:
         b, name = self.bundle, target.name
         b.verify()
         if f.machine not in b.manifest["machines"]:
@@ -138,7 +138,7 @@ class BundlePayload(PiPayload):
                 self.mech.boot(prefix_for(self.release)), step="tidy up")
 
 
-def deploy_pi(target: Target, bundle: Bundle, *, try_first: bool = True, timeout_s: float = 300,
+def deploy_pi(target: Device, bundle: Bundle, *, try_first: bool = True, timeout_s: float = 300,
               on_step: Callable[[str], None] | None = None,
               on_wait: Callable[[float], None] | None = None) -> DeployResult:
     """Try a kernel bundle once on a Raspberry Pi; keep it when it verifies."""

@@ -21,7 +21,7 @@ from .official import IMAGE as OFFICIAL_IMAGE
 from .official import PACKAGE as OFFICIAL_PACKAGE
 from .official import official_packages, official_release
 from ..firmware.pimodels import PiModel, model_for_dt
-from ..transport.board import Target, TargetFacts
+from ..transport.device import Device, DeviceFacts
 
 
 @dataclass
@@ -33,14 +33,14 @@ class InstalledKernel:
     running: bool
 
 
-def _boot_dir(board: Target) -> tuple[TargetFacts, PiModel]:
+def _boot_dir(board: Device) -> tuple[DeviceFacts, PiModel]:
     facts = board.facts()
     if facts.boot_dir is None:
         raise UserError(f"{board.name} has no config.txt in /boot/firmware or /boot: not a Raspberry Pi boot partition")
     return facts, model_for_dt(facts.model)
 
 
-def installed(board: Target) -> tuple[list[InstalledKernel], BootChoice]:
+def installed(board: Device) -> tuple[list[InstalledKernel], BootChoice]:
     facts, model = _boot_dir(board)
     now = resolve(RemoteBootFiles(board, facts.boot_dir), model)
     # each rtforge-*/ with an rtforge.json: "@@@<dir>" then the manifest
@@ -64,7 +64,7 @@ def installed(board: Target) -> tuple[list[InstalledKernel], BootChoice]:
     return kernels, now
 
 
-def remove(board: Target, release: str) -> None:
+def remove(board: Device, release: str) -> None:
     kernels, _ = installed(board)
     match = [k for k in kernels if k.release == release]
     if not match:
@@ -84,7 +84,7 @@ def remove(board: Target, release: str) -> None:
                 sudo=True, check=True, step=f"removing {release}")
 
 
-def rollback(board: Target) -> tuple[str, BootChoice]:
+def rollback(board: Device) -> tuple[str, BootChoice]:
     """Restore the newest config.txt backup that differs from config.txt.
     The config.txt being replaced is itself kept as a backup first."""
     facts, model = _boot_dir(board)

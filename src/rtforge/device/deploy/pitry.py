@@ -23,7 +23,7 @@ from ..firmware.bootcfg import BootChoice, resolve, resolve_text
 from ..firmware.bootfs import RemoteBootFiles
 from ..firmware.pimodels import PiModel, model_for_dt
 from .steps import Steps
-from ..transport.board import TargetFacts
+from ..transport.device import DeviceFacts
 from .tryonce import Mechanism, Payload, Phrases
 
 BLOCK_BEGIN = "# rtforge begin"
@@ -103,7 +103,7 @@ class PiTryboot(Mechanism):
         return RemoteBootFiles(self.target, self.facts.boot_dir)
 
     # -- checks ----------------------------------------------------------------
-    def check(self) -> TargetFacts:
+    def check(self) -> DeviceFacts:
         t, f = self.target, self.target.facts()
         self.facts = f
         self.payload.check(t, f)
@@ -158,7 +158,7 @@ class PiTryboot(Mechanism):
     def reboot(self) -> None:
         self.target.reboot(tryboot=self.try_first)
 
-    def tried(self, after: TargetFacts) -> bool | None:
+    def tried(self, after: DeviceFacts) -> bool | None:
         return after.tryboot_now if self.try_first else None
 
     def commit(self) -> tuple[str, BootChoice]:

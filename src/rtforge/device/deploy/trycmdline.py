@@ -30,7 +30,7 @@ from ...errors import UserError
 from ..firmware.bootcfg import BootChoice, resolve_text
 from .pitry import PiPayload, PiTryboot, strip_block
 from .steps import Steps
-from ..transport.board import Target, TargetFacts
+from ..transport.device import Device, DeviceFacts
 from .tryonce import DeployResult, Expect, try_once
 
 FILE = "cmdline-rtforge.txt"
@@ -66,7 +66,7 @@ class CmdlineChange(PiPayload):
         self.add, self.remove = list(add), list(remove)
         self.expect = Expect(what="the new kernel command line", cmdline_has=tuple(add))
 
-    def check(self, target: Target, f: TargetFacts) -> None:
+    def check(self, target: Device, f: DeviceFacts) -> None:
         keys = {w.split("=", 1)[0] for w in f.cmdline.split()}
         if not self.add and not any(w.split("=", 1)[0] in keys for w in self.remove):
             raise UserError(f"{target.name}'s kernel command line has none of {' '.join(self.remove)}: nothing to do")
@@ -123,7 +123,7 @@ class CmdlineChange(PiPayload):
             self.mech.sh('rm -f "$1"', self.mech.boot(old), step="tidy up")
 
 
-def tune_cmdline(target: Target, add: list[str], remove: list[str] = (), *, replace: bool = False,
+def tune_cmdline(target: Device, add: list[str], remove: list[str] = (), *, replace: bool = False,
                  timeout_s: float = 300,
                  on_step: Callable[[str], None] | None = None,
                  on_wait: Callable[[float], None] | None = None) -> DeployResult:

@@ -30,7 +30,7 @@ from typing import Any, Callable
 
 from ... import tools
 from .steps import Steps
-from ..transport.board import Target, TargetFacts
+from ..transport.device import Device, DeviceFacts
 
 STAGING = "/var/tmp/rtforge-staging"  # uploads wait here until installed
 
@@ -91,7 +91,7 @@ class Payload:
     def __init__(self) -> None:
         self.warnings: list[str] = []
 
-    def check(self, target: Target, facts: TargetFacts) -> None:
+    def check(self, target: Device, facts: DeviceFacts) -> None:
         """Refuse (UserError) before anything changes."""
 
     def upload(self, steps: Steps) -> None:
@@ -120,7 +120,7 @@ class Mechanism(ABC):
     KEEP_ON_FALLBACK: frozenset = frozenset()
     tools: tuple[str, ...] = ("cat",)     # what the mechanism runs on the target (and target.reboot_tools)
 
-    def __init__(self, target: Target, payload: Payload, *, timeout_s: float = 300,
+    def __init__(self, target: Device, payload: Payload, *, timeout_s: float = 300,
                  on_step: Callable[[str], None] | None = None, on_wait: Callable[[float], None] | None = None):
         self.target, self.payload = target, payload
         self.timeout_s, self.on_wait = timeout_s, on_wait
@@ -133,7 +133,7 @@ class Mechanism(ABC):
         return self.target.name
 
     @abstractmethod
-    def check(self) -> TargetFacts:
+    def check(self) -> DeviceFacts:
         """The target's facts, checked (payload.check included); nothing changes."""
 
     def before_install(self, steps: Steps) -> None:
@@ -148,7 +148,7 @@ class Mechanism(ABC):
         """Reboot into the try."""
 
     @abstractmethod
-    def tried(self, after: TargetFacts) -> bool | None:
+    def tried(self, after: DeviceFacts) -> bool | None:
         """Whether this boot was the try (None: the target cannot tell)."""
 
     @abstractmethod
@@ -160,7 +160,7 @@ class Mechanism(ABC):
         """The mechanism's words for the outcomes (after check)."""
 
 
-def verify(expect: Expect, after: TargetFacts, tried: bool | None) -> tuple[bool, list[str]]:
+def verify(expect: Expect, after: DeviceFacts, tried: bool | None) -> tuple[bool, list[str]]:
     """The rules every try is held to: (is the try what runs, what is wrong
     with it).  The try runs when the expected release runs -- or, when the
     kernel stays the same, when the target says this boot was the try."""

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field
 
 from ...errors import UserError
 from . import checks_cpu, checks_kernel, checks_system
-from ..transport.board import Target
+from ..transport.device import Device
 from .findings import SEVERITIES, Context, Evidence, Finding, catalog, cpus_text
 from ..state.procparse import user_cpulist
 from ..state.snapshot import take_snapshot
@@ -66,7 +66,7 @@ def check_window(window_s: float) -> float:
     return window_s
 
 
-def diagnose(board: Target, *, window_s: float = DEFAULT_WINDOW_S, isolate: str | None = None,
+def diagnose(board: Device, *, window_s: float = DEFAULT_WINDOW_S, isolate: str | None = None,
              host_arg: str = "") -> DoctorReport:
     """Read the target once and run every check on what was read."""
     check_window(window_s)

@@ -24,7 +24,7 @@ import zlib
 from dataclasses import dataclass, field
 
 from ...errors import UserError
-from .bootparse import BootFiles, DirFiles, OverlayFiles, Parsed, as_files, boot_path, parse
+from .bootparse import BootFiles, DirFiles, FirmwareConfig, OverlayFiles, as_files, boot_path, parse
 from .pimodels import PiModel, known_kernel_bits, pi_model, soc_kernel, standard_initramfs
 
 __all__ = ["BootChoice", "BootFiles", "DirFiles", "OverlayFiles", "check", "get_model", "resolve", "resolve_text"]
@@ -103,7 +103,7 @@ def _int(text: str) -> int | None:
 
 
 class _Resolver:
-    def __init__(self, files: BootFiles, m: PiModel, parsed: Parsed, c: BootChoice):
+    def __init__(self, files: BootFiles, m: PiModel, parsed: FirmwareConfig, c: BootChoice):
         self.files, self.m, self.p, self.c = files, m, parsed, c
 
     def warn(self, msg: str) -> None:
@@ -400,7 +400,7 @@ def resolve(boot, model: str | PiModel, tryboot: bool = False) -> BootChoice:
         c.warnings.append(f"{name} is missing, so the firmware reads no configuration and boots its defaults; "
                           + ("write tryboot.txt (config.txt plus the lines that select the new kernel) before "
                              "reboot '0 tryboot'." if tryboot else "create config.txt."))
-        parsed = Parsed()
+        parsed = FirmwareConfig()
     c.warnings.extend(parsed.warnings)
     _Resolver(files, m, parsed, c).run()
     if tryboot:
@@ -408,7 +408,7 @@ def resolve(boot, model: str | PiModel, tryboot: bool = False) -> BootChoice:
     return c
 
 
-def _tryboot_sections_in_config(files: BootFiles, m: PiModel, parsed: Parsed, c: BootChoice) -> None:
+def _tryboot_sections_in_config(files: BootFiles, m: PiModel, parsed: FirmwareConfig, c: BootChoice) -> None:
     """[tryboot] lines in config.txt are dead: in tryboot mode the firmware
     reads tryboot.txt *instead of* config.txt (EEPROM boot flow, tryboot),
     unless tryboot.txt includes config.txt."""

@@ -141,7 +141,8 @@ class Setting:
 
 
 @dataclass
-class Parsed:
+class FirmwareConfig:
+    """config.txt (or tryboot.txt) and what it includes, as the firmware reads it."""
     settings: list[Setting] = field(default_factory=list)   # every setting line, in firmware order
     warnings: list[str] = field(default_factory=list)
     files_read: list[str] = field(default_factory=list)
@@ -194,7 +195,7 @@ def filter_truth(ftype: str, token: str, model: PiModel, tryboot: bool) -> bool 
 
 class _Reader:
     def __init__(self, files: BootFiles, model: PiModel, tryboot: bool):
-        self.files, self.model, self.tryboot, self.out = files, model, tryboot, Parsed()
+        self.files, self.model, self.tryboot, self.out = files, model, tryboot, FirmwareConfig()
         self.state: dict[str, str] = {}   # filter type -> filter token, in the order first set
         self.label = ""
         self.none_then_filter = False     # a filter line followed [none] without [all] in between
@@ -434,7 +435,7 @@ def _boot_key(line: str) -> bool:
     return word in BOOT_KEYS or s.startswith("[")
 
 
-def parse(files: BootFiles, name: str, model: PiModel, tryboot: bool = False) -> Parsed | None:
+def parse(files: BootFiles, name: str, model: PiModel, tryboot: bool = False) -> FirmwareConfig | None:
     """Read `name` (config.txt or tryboot.txt) and the files it includes as
     the firmware would for `model` (with the tryboot flag set or not); None
     when `name` does not exist."""

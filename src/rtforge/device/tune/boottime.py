@@ -28,7 +28,7 @@ from ...errors import UserError
 from ..firmware.bootcfg import resolve
 from ..firmware.bootfs import RemoteBootFiles
 from ..firmware.pimodels import model_for_dt
-from ..transport.board import Target
+from ..transport.device import Device
 from ..deploy.grubcmdline import DROPIN, dropin_text, dropin_words, read_dropin, tune_grub_cmdline
 from ..deploy.trycmdline import edit_cmdline, tune_cmdline
 from ..state.tunestate import SavedSetting, TuneState, load_state, save_state
@@ -41,7 +41,7 @@ class BootResult:
     rebooted: bool = False          # the try rebooted the board (runtime settings are gone)
 
 
-def _how(board: Target) -> str:
+def _how(board: Device) -> str:
     f = board.facts()
     if f.boot_dir is not None:
         return "pi"
@@ -54,7 +54,7 @@ def _how(board: Target) -> str:
                     "nor GRUB (grub-reboot): put the words on its kernel command line by hand")
 
 
-def _pi_text(board: Target) -> str:
+def _pi_text(board: Device) -> str:
     """The command line the firmware reads now (not /proc/cmdline: the firmware adds words of its own)."""
     f = board.facts()
     text = resolve(RemoteBootFiles(board, f.boot_dir), model_for_dt(f.model)).cmdline
@@ -64,7 +64,7 @@ def _pi_text(board: Target) -> str:
     return text
 
 
-def apply(board: Target, changes: list, *, on_step: Callable[[str], None] | None = None,
+def apply(board: Device, changes: list, *, on_step: Callable[[str], None] | None = None,
           on_wait: Callable[[float], None] | None = None) -> BootResult:
     """Save the command line before, then apply the words `changes` want."""
     how = _how(board)
@@ -101,13 +101,13 @@ def apply(board: Target, changes: list, *, on_step: Callable[[str], None] | None
     return result
 
 
-def running_has(board: Target, settings: list[SavedSetting]) -> dict[str, bool]:
+def running_has(board: Device, settings: list[SavedSetting]) -> dict[str, bool]:
     """{key: whether the running kernel's /proc/cmdline has the word applied}."""
     words = board.t.run(["cat", board.path("/proc/cmdline")]).stdout.split()
     return {s.key: s.applied in words for s in settings}
 
 
-def revert(board: Target, state: TuneState, *, on_step: Callable[[str], None] | None = None,
+def revert(board: Device, state: TuneState, *, on_step: Callable[[str], None] | None = None,
            on_wait: Callable[[float], None] | None = None) -> BootResult:
     """Restore the exact command line from before; the boot part of the state is cleared when it is."""
     before = state.boot_before or {}

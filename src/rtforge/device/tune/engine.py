@@ -29,7 +29,7 @@ from typing import Callable
 
 from ...errors import UserError
 from . import boottime
-from ..transport.board import Target
+from ..transport.device import Device
 from ...cpulist import format_cpulist
 from ..state.procparse import Unread, target_cpulist, user_cpulist
 from ..state.snapshot import Snapshot, parse_output, take_snapshot
@@ -86,11 +86,11 @@ def _parse_values(out: str) -> dict[str, str | None]:
 
 
 class FileWriter:
-    def write(self, board: Target, pairs: list[tuple[str, str]]) -> tuple[dict[str, str | None], set[str]]:
+    def write(self, board: Device, pairs: list[tuple[str, str]]) -> tuple[dict[str, str | None], set[str]]:
         argv = ["sh", "-c", _WRITE_FILES, "sh", board.root] + [x for p in pairs for x in p]
         return _parse_results(board.t.run(argv, sudo=True, check=True, step="writing the settings").stdout)
 
-    def read(self, board: Target, targets: list[str]) -> dict[str, str | None]:
+    def read(self, board: Device, targets: list[str]) -> dict[str, str | None]:
         """The same reading (and stripping) as the snapshot the plan came from."""
         argv = ["sh", "-c", _READ_FILES, "sh", board.root, *targets]
         got = parse_output(board.t.run(argv, check=True, step="reading the settings back").stdout, board.root)
@@ -117,7 +117,7 @@ def _by_kind(items):
     return groups
 
 
-def _write(board: Target, items: list, value_of) -> tuple[dict[str, str | None], set[str]]:
+def _write(board: Device, items: list, value_of) -> tuple[dict[str, str | None], set[str]]:
     """Write each item's value (value_of(item)) through its writer; {key: error}."""
     errors, gone = {}, set()
     for kind, group in _by_kind(items).items():
@@ -127,7 +127,7 @@ def _write(board: Target, items: list, value_of) -> tuple[dict[str, str | None],
     return errors, gone
 
 
-def _read(board: Target, items: list) -> dict[str, str | None]:
+def _read(board: Device, items: list) -> dict[str, str | None]:
     values = {}
     for kind, group in _by_kind(items).items():
         got = WRITERS[kind].read(board, [it.target for it in group])
@@ -139,7 +139,7 @@ def _now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _require_root(board: Target) -> None:
+def _require_root(board: Device) -> None:
     board.t.run(["true"], sudo=True, check=True, step=f"getting root on {board.name} (sudo -n)")
 
 
@@ -164,7 +164,7 @@ class Plan:
 BOOT_NOTE = "changes the kernel command line and reboots: only with --isolate CPUS (or --only boot-cmdline)"
 
 
-def plan(board: Target, *, isolate: str | None = None, only: list[str] | None = None) -> Plan:
+def plan(board: Device, *, isolate: str | None = None, only: list[str] | None = None) -> Plan:
     unknown = sorted(set(only or []) - set(operation_names()))
     if unknown:
         raise UserError(f"--only {','.join(unknown)}: no such operation; choose from {', '.join(operation_names())}")
@@ -195,7 +195,7 @@ class ApplyResult:
     replanned: Plan | None = None      # the runtime plan made again after the boot-time try's reboot
 
 
-def apply(board: Target, p: Plan, *, on_step: Callable[[str], None] | None = None,
+def apply(board: Device, p: Plan, *, on_step: Callable[[str], None] | None = None,
           on_wait: Callable[[float], None] | None = None) -> ApplyResult:
     """Boot-time words first (a try reboots), then the runtime settings."""
     result = ApplyResult()
@@ -226,7 +226,7 @@ def apply(board: Target, p: Plan, *, on_step: Callable[[str], None] | None = Non
     return result
 
 
-def _apply_runtime(board: Target, changes: list[Change], snap: Snapshot, isolate: set[int],
+def _apply_runtime(board: Device, changes: list[Change], snap: Snapshot, isolate: set[int],
                    result: ApplyResult) -> None:
     """Save the values before, write, read back, keep in the state what changed."""
     boot_id = _boot_id(snap)
@@ -275,7 +275,7 @@ class ShowResult:
     boot_rows: list[tuple[SavedSetting, bool]] = field(default_factory=list)   # (word, in the running kernel)
 
 
-def show(board: Target) -> ShowResult:
+def show(board: Device) -> ShowResult:
     snap = take_snapshot(board.t, board.root)
     st = parse_state(snap.text(STATE_PATH))
     if st is None:
@@ -301,7 +301,7 @@ class RevertResult:
     boot: BootResult | None = None          # the command line restored (tried once: tryboot or grub-reboot)
 
 
-def revert(board: Target, *, on_step: Callable[[str], None] | None = None,
+def revert(board: Device, *, on_step: Callable[[str], None] | None = None,
            on_wait: Callable[[float], None] | None = None) -> RevertResult:
     """Runtime settings first (they belong to this boot), then the command line."""
     snap = take_snapshot(board.t, board.root)
@@ -321,7 +321,7 @@ def revert(board: Target, *, on_step: Callable[[str], None] | None = None,
     return result
 
 
-def _revert_runtime(board: Target, st: TuneState, result: RevertResult) -> None:
+def _revert_runtime(board: Device, st: TuneState, result: RevertResult) -> None:
     todo = [s for s in reversed(st.settings) if s.before is not None]
     _, gone = _write(board, todo, lambda s: s.before)
     now = _read(board, todo)

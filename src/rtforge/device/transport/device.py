@@ -1,17 +1,17 @@
-"""A target as deploy and `rtforge target info` see it: a board (or this
-machine) reached through a transport -- its facts, its package manager,
-reboot, wait.
+"""A device: a board (or this machine, or a tree under a root directory)
+reached through a transport, as deploy, doctor, tune and `rtforge target
+info` see it -- its facts, its package manager, reboot, wait.
 
-All paths on the target go through ``Target.path`` so that a target can live
+All paths on the device go through ``Device.path`` so that a device can live
 under a root directory (a test tree reached over a real sshd); on a real
 board the root is "/".  Reading the facts, rebooting and regenerating
 grub.cfg are the only things a simulated board (tests) replaces -- files and
 packages always move for real.
 
-(Three things were once all called `Board`: the kernel build profile is
-kernel/boards.py's Board, a target reached through a transport is `Target`
-here, and what config.txt filters see of a Raspberry Pi is
-device/firmware/pimodels.py's `PiModel`.)
+(Names once shared: the kernel build profile is kernel/boards.py's `Board`;
+a device reached through a transport is `Device` here; where a latency run's
+folder lives is measure/target.py's `RunSite`; what config.txt filters see
+of a Raspberry Pi is device/firmware/pimodels.py's `PiModel`.)
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from .transport import ConnectionLost, Transport
 
 
 @dataclass
-class TargetFacts:
+class DeviceFacts:
     model: str | None           # /proc/device-tree/model, e.g. "Raspberry Pi 4 Model B Rev 1.4"
     machine: str                # uname -m
     release: str                # uname -r
@@ -94,7 +94,7 @@ def _df_free(text: str) -> int | None:
     return int(lines[-1].split()[3]) if len(lines) >= 2 else None
 
 
-class Target:
+class Device:
     def __init__(self, transport: Transport, root: str = "/"):
         self.t = transport
         self.root = root.rstrip("/")
@@ -107,7 +107,7 @@ class Target:
         """A path on the target, under its root."""
         return self.root + p if self.root else p
 
-    def facts(self) -> TargetFacts:
+    def facts(self) -> DeviceFacts:
         """Everything in one round trip (a board on Wi-Fi pays for each)."""
         out = self.t.run(
             ["sh", "-c", _FACTS_SCRIPT, "sh", self.root], check=True, step="reading the board's facts"
@@ -125,7 +125,7 @@ class Target:
             None,
         )
         flag = [int(b) for b in v.get("tryboot", "").split()]
-        return TargetFacts(
+        return DeviceFacts(
             model=v.get("model") or None,
             machine=v["machine"],
             release=v["release"],
