@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from ..device import LocalTransport, SshTransport
+from ..device import open_transport
 from ..device.deploy import pikernels
 from ..device.deploy.bundle import open_bundle
 from ..device.deploy.pibundle import deploy_pi
@@ -30,9 +30,7 @@ HOST_HELP = HOST_REQUIRED
 
 
 def open_board(host: str | None, ssh_config: Path | None) -> Device:
-    if host in (None, "local", "localhost"):
-        return Device(LocalTransport())
-    return Device(SshTransport(host, ssh_config=ssh_config))
+    return Device(open_transport(host, ssh_config))
 
 
 @target_app.command("info")

@@ -9,6 +9,7 @@ from typing import Optional
 import typer
 from rich.markup import escape
 
+from ..device import board_host
 from ..device.transport.device import Device
 from ..device.doctor.diagnose import DEFAULT_WINDOW_S, DoctorReport, diagnose
 from ..device.doctor.findings import SEVERITY_WORDS
@@ -44,7 +45,7 @@ def board_for(host: str | None, ssh_config: Path | None, sysroot: Path | None) -
 
 def host_arg(host: str | None) -> str:
     """How a fix names this target in an rtforge command ("" for this machine)."""
-    return "" if host in (None, "local", "localhost") else f"{host} "
+    return "" if board_host(host) is None else f"{host} "
 
 
 @app.command()

@@ -8,10 +8,13 @@
     tune/       doctor's fixes applied reversibly
 
 tests/test_layers.py holds which room may import which.  Every other layer
-reaches a machine through the transports exported here.
+reaches a machine through the transports exported here (open_transport: what
+a HOST argument names, by one rule).
 """
 
+from .transport.hosts import board_host, open_transport
 from .transport.ssh import SshTransport
 from .transport.transport import CommandFailed, ConnectionLost, LocalTransport, Transport
 
-__all__ = ["CommandFailed", "ConnectionLost", "LocalTransport", "SshTransport", "Transport"]
+__all__ = ["CommandFailed", "ConnectionLost", "LocalTransport", "SshTransport", "Transport", "board_host",
+           "open_transport"]

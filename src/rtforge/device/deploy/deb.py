@@ -26,7 +26,8 @@ from pathlib import Path
 from typing import Callable
 
 from ...errors import UserError
-from ..transport.device import Device, DeviceFacts
+from ..transport.device import Device
+from ..transport.facts import DeviceFacts
 from ..transport.transport import sha256_file
 from .grubtry import GrubTry
 from .steps import Steps

@@ -31,7 +31,8 @@ from typing import Callable
 from ...errors import UserError
 from .grubtry import GrubTry, grub_entries
 from .steps import Steps
-from ..transport.device import Device, DeviceFacts
+from ..transport.device import Device
+from ..transport.facts import DeviceFacts
 from .trycmdline import edit_cmdline
 from .tryonce import DeployResult, Expect, Payload, try_once
 

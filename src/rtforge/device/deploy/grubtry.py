@@ -15,7 +15,7 @@ import re
 from typing import Iterator
 
 from ...errors import UserError
-from ..transport.device import DeviceFacts
+from ..transport.facts import DeviceFacts
 from .steps import Steps
 from .tryonce import Mechanism, Phrases
 

@@ -29,7 +29,8 @@ from ..firmware.bootcfg import BootChoice
 from ..firmware.pimodels import model_for_dt
 from .pitry import PiPayload, PiTryboot
 from .steps import Steps
-from ..transport.device import Device, DeviceFacts
+from ..transport.device import Device
+from ..transport.facts import DeviceFacts
 from .tryonce import DeployResult, Expect, try_once, uname_v_marker
 
 PACKAGE = "linux-image-rpi-v8-rt"

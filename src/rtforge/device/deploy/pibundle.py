@@ -26,7 +26,8 @@ from .bundle import Bundle
 from ..firmware.pimodels import model_for_dt
 from .pitry import PiPayload, PiTryboot
 from .steps import Steps
-from ..transport.device import Device, DeviceFacts
+from ..transport.device import Device
+from ..transport.facts import DeviceFacts
 from .tryonce import STAGING, DeployResult, Expect, try_once
 
 MARGIN_KB = 4096

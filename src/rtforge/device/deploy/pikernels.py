@@ -21,7 +21,8 @@ from .official import IMAGE as OFFICIAL_IMAGE
 from .official import PACKAGE as OFFICIAL_PACKAGE
 from .official import official_packages, official_release
 from ..firmware.pimodels import PiModel, model_for_dt
-from ..transport.device import Device, DeviceFacts
+from ..transport.device import Device
+from ..transport.facts import DeviceFacts
 
 
 @dataclass

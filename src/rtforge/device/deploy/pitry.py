@@ -23,7 +23,7 @@ from ..firmware.bootcfg import BootChoice, resolve, resolve_text
 from ..firmware.bootfs import RemoteBootFiles
 from ..firmware.pimodels import PiModel, model_for_dt
 from .steps import Steps
-from ..transport.device import DeviceFacts
+from ..transport.facts import DeviceFacts
 from .tryonce import Mechanism, Payload, Phrases
 
 BLOCK_BEGIN = "# rtforge begin"

@@ -30,7 +30,8 @@ from ...errors import UserError
 from ..firmware.bootcfg import BootChoice, resolve_text
 from .pitry import PiPayload, PiTryboot, strip_block
 from .steps import Steps
-from ..transport.device import Device, DeviceFacts
+from ..transport.device import Device
+from ..transport.facts import DeviceFacts
 from .tryonce import DeployResult, Expect, try_once
 
 FILE = "cmdline-rtforge.txt"

@@ -30,7 +30,8 @@ from typing import Any, Callable
 
 from ... import tools
 from .steps import Steps
-from ..transport.device import Device, DeviceFacts
+from ..transport.device import Device
+from ..transport.facts import DeviceFacts
 
 STAGING = "/var/tmp/rtforge-staging"  # uploads wait here until installed
 

@@ -210,5 +210,5 @@ class Context:
 
     @property
     def debarch(self) -> str:
-        m = (self.snap.value("/proc/sys/kernel/arch") or self.snap.command("machine") or "").strip()
+        m = (self.snap.value("/proc/sys/kernel/arch") or self.snap.machine or "").strip()
         return {"x86_64": "amd64", "aarch64": "arm64", "armv7l": "armhf", "i686": "i386"}.get(m, m or "ARCH")

@@ -1,13 +1,14 @@
 """What doctor and tune read from a target, in one round trip.
 
 A board on Wi-Fi pays for every round trip, so one small POSIX-sh script
-reads every file of interest (each after a "@@f PATH" line), runs the few
-commands whose answer is not in a file (iw, vcgencmd, getconf), and -- when
-asked -- samples the threads' CPU time and the interrupt counts twice, a
-window apart, on the target's own clock.  Paths are read below a root:
-"" on a real target, a fixture tree for tests (--sysroot), so the same
-code reads a Pi's /proc and /sys on a test machine.  Commands always run on
-the target itself.
+reads every file of interest (each after a "@@f PATH" line), the device's
+facts (transport/facts.py's function: who rtforge runs as there, uname,
+...), runs the few commands whose answer is not in a file (iw, vcgencmd,
+getconf), and -- when asked -- samples the threads' CPU time and the
+interrupt counts twice, a window apart, on the target's own clock.  Paths
+are read below a root: "" on a real target, a fixture tree for tests
+(--sysroot), so the same code reads a Pi's /proc and /sys on a test
+machine.  Commands always run on the target itself.
 """
 
 from __future__ import annotations
@@ -16,8 +17,10 @@ import fnmatch
 import re
 from dataclasses import dataclass, field
 
-from .procparse import ThreadStat, parse_stat_line
+from ..transport import facts
+from ..transport.facts import DeviceFacts
 from ..transport.transport import Transport
+from .procparse import ThreadStat, parse_stat_line
 
 # Files doctor and tune read, as shell globs below the root.  A pattern that
 # matches nothing is skipped.
@@ -74,9 +77,7 @@ done
 if [ -z "$R" ] && have vcgencmd; then c vcgencmd vcgencmd get_throttled
 else f "$R/sys/devices/platform/soc/soc:firmware/get_throttled"; fi
 c clk_tck getconf CLK_TCK
-c machine uname -m
-c user id -un
-c uid id -u
+rtforge_facts "$R"
 P=root
 if [ "$(id -u)" != 0 ]; then if sudo -n true 2>/dev/null; then P=sudo; else P=no; fi; fi
 # shellcheck disable=SC2317  # called through c()
@@ -100,7 +101,7 @@ exit 0
 def _script() -> str:
     # Patterns are rtforge's own constants: "$R" is quoted, the glob is not.
     lines = [f'f "$R"{p}' for p in FILES]
-    return _PRELUDE + "\n".join(lines) + _TAIL
+    return _PRELUDE + facts.FUNCTION + "\n".join(lines) + _TAIL
 
 
 @dataclass
@@ -118,6 +119,7 @@ class Snapshot:
     returncodes: dict[str, int] = field(default_factory=dict)
     wireless: list[str] = field(default_factory=list)
     samples: list[Sample] = field(default_factory=list)
+    facts: DeviceFacts | None = None    # None: read by a script without the facts function
 
     def text(self, path: str) -> str | None:
         return self.files.get(path)
@@ -151,16 +153,22 @@ class Snapshot:
 
     @property
     def is_root(self) -> bool:
-        return (self.command("uid") or "").strip() == "0"
+        return bool(self.facts and self.facts.is_root)
 
     @property
     def user(self) -> str:
-        return (self.command("user") or "").strip() or "?"
+        return (self.facts.user if self.facts else "") or "?"
+
+    @property
+    def machine(self) -> str | None:
+        """uname -m of the machine the script ran on."""
+        return self.facts.machine if self.facts else None
 
 
 def parse_output(out: str, root: str) -> Snapshot:
     snap = Snapshot(root=root)
     raw_samples: dict[str, dict[str, str]] = {}
+    raw_facts: dict[str, str] = {}
     for block in out.split("\n@@")[1:]:
         head, _, body = block.partition("\n")
         kind, _, name = head.partition(" ")
@@ -176,6 +184,10 @@ def parse_output(out: str, root: str) -> Snapshot:
         elif kind == "s":
             n, _, what = name.partition(" ")
             raw_samples.setdefault(n, {})[what] = body
+        elif head in facts.NAMES:
+            raw_facts[head] = body.strip("\n\0 ")
+    if raw_facts:
+        snap.facts = facts.from_blocks(raw_facts)
     for n in sorted(raw_samples):
         s = raw_samples[n]
         threads = {}

@@ -17,81 +17,11 @@ of a Raspberry Pi is device/firmware/pimodels.py's `PiModel`.)
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass
-from typing import Any, Callable
+from typing import Callable
 
 from ...errors import UserError
-from ...preempt import preempt_model
+from .facts import DeviceFacts, read_facts
 from .transport import ConnectionLost, Transport
-
-# config.txt lives in /boot/firmware on Raspberry Pi OS bookworm and later,
-# in /boot before; the firmware's tryboot flag is
-# /proc/device-tree/chosen/bootloader/tryboot (absent: no tryboot support).
-
-
-@dataclass
-class DeviceFacts:
-    model: str | None           # /proc/device-tree/model, e.g. "Raspberry Pi 4 Model B Rev 1.4"
-    machine: str                # uname -m
-    release: str                # uname -r
-    version: str                # uname -v
-    realtime: int | None        # /sys/kernel/realtime (RT-patched kernels only)
-    os: str | None              # PRETTY_NAME of /etc/os-release
-    boot_dir: str | None        # where config.txt is (None: not a Raspberry Pi firmware layout)
-    boot_free_kb: int | None
-    root_free_kb: int | None
-    tryboot_supported: bool     # the firmware exposes the tryboot flag
-    tryboot_now: bool | None    # this boot was a try (tryboot.txt)
-    boot_id: str                # changes on every boot
-    grub: bool                  # a GRUB system (x86 and others): grub-reboot is there
-    is_root: bool
-    panic_s: int | None = None  # /proc/sys/kernel/panic: seconds until a panicked kernel resets (0: never)
-    cmdline: str = ""           # /proc/cmdline: what this boot's kernel was given
-
-    @property
-    def preempt_model(self) -> str:
-        return preempt_model(self.version, None, self.realtime)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "preempt_model": self.preempt_model}
-
-    def panic_warning(self, where: str) -> str | None:
-        """A kernel that panics only falls back if it resets: say how, when it would not."""
-        if self.panic_s != 0:
-            return None
-        return ("a kernel that panics will hang here instead of resetting, so falling back needs a power cycle: "
-                f"add panic=10 to the kernel command line ({where}) or enable a hardware watchdog")
-
-
-# One script, one round trip.  "$1" is the board's root ("" on a real board);
-# each fact follows a line "@@name".  The tryboot flag is a big-endian u32
-# property, printed as bytes by od.
-_FACTS_SCRIPT = r"""
-R="$1"
-s() { printf '\n@@%s\n' "$1"; }
-s machine; uname -m
-s release; uname -r
-s version; uname -v
-s model; cat "$R/proc/device-tree/model" 2>/dev/null | tr -d '\000'
-s realtime; cat "$R/sys/kernel/realtime" 2>/dev/null
-s os; cat "$R/etc/os-release" 2>/dev/null
-B=""; for d in /boot/firmware /boot; do if [ -e "$R$d/config.txt" ]; then B="$d"; break; fi; done
-s bootdir; echo "$B"
-s tryboot; od -An -tu1 "$R/proc/device-tree/chosen/bootloader/tryboot" 2>/dev/null
-s bootid; cat "$R/proc/sys/kernel/random/boot_id"
-s df_boot; [ -n "$B" ] && df -P -k "$R$B" 2>/dev/null
-s df_root; df -P -k "$R/" 2>/dev/null
-s grub; command -v grub-reboot
-s uid; id -u
-s panic; cat "$R/proc/sys/kernel/panic" 2>/dev/null
-s cmdline; cat "$R/proc/cmdline" 2>/dev/null
-exit 0
-"""
-
-
-def _df_free(text: str) -> int | None:
-    lines = text.strip().splitlines()
-    return int(lines[-1].split()[3]) if len(lines) >= 2 else None
 
 
 class Device:
@@ -108,41 +38,8 @@ class Device:
         return self.root + p if self.root else p
 
     def facts(self) -> DeviceFacts:
-        """Everything in one round trip (a board on Wi-Fi pays for each)."""
-        out = self.t.run(
-            ["sh", "-c", _FACTS_SCRIPT, "sh", self.root], check=True, step="reading the board's facts"
-        ).stdout
-        v: dict[str, str] = {}
-        for block in out.split("\n@@")[1:]:
-            key, _, value = block.partition("\n")
-            v[key] = value.strip("\n\0 ")
-        pretty = next(
-            (
-                line.split("=", 1)[1].strip('"')
-                for line in v.get("os", "").splitlines()
-                if line.startswith("PRETTY_NAME=")
-            ),
-            None,
-        )
-        flag = [int(b) for b in v.get("tryboot", "").split()]
-        return DeviceFacts(
-            model=v.get("model") or None,
-            machine=v["machine"],
-            release=v["release"],
-            version=v["version"],
-            realtime=int(v["realtime"]) if v.get("realtime", "").isdigit() else None,
-            os=pretty,
-            boot_dir=v.get("bootdir") or None,
-            boot_free_kb=_df_free(v.get("df_boot", "")),
-            root_free_kb=_df_free(v.get("df_root", "")),
-            tryboot_supported=len(flag) >= 4,
-            tryboot_now=bool(int.from_bytes(bytes(flag[:4]), "big")) if len(flag) >= 4 else None,
-            boot_id=v.get("bootid", ""),
-            grub=bool(v.get("grub")),
-            is_root=v.get("uid") == "0",
-            panic_s=int(v["panic"]) if v.get("panic", "").lstrip("-").isdigit() else None,
-            cmdline=v.get("cmdline", ""),
-        )
+        """Everything in one round trip (facts.py)."""
+        return read_facts(self.t, self.root)
 
     # -- its package manager ---------------------------------------------------
     def apt_get(self, *args: str) -> list[str]:

@@ -25,6 +25,7 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 
 from ...errors import UserError
+from .facts import uid_is_root
 
 _PR_SET_PDEATHSIG = 1
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -175,8 +176,9 @@ class Transport(ABC):
         return raw.stdout
 
     def is_root(self) -> bool:
+        """Whether commands run as root there (then sudo is not needed): asked once."""
         if self._is_root is None:
-            self._is_root = self._exec(["id", "-u"], input=None, timeout=30).stdout.strip() == b"0"
+            self._is_root = uid_is_root(self._exec(["id", "-u"], input=None, timeout=30).stdout.decode())
         return self._is_root
 
     def which(self, program: str) -> str | None:
@@ -283,4 +285,4 @@ class LocalTransport(Transport):
         return shutil.which(program)
 
     def is_root(self):
-        return os.geteuid() == 0
+        return uid_is_root(os.geteuid())
