@@ -28,7 +28,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from rtforge.device.deploy.bundle import write_manifest
+from rtforge.device.deploy.manifest import write_manifest
 from rtforge.device.transport.device import Device
 from rtforge.device.transport.transport import ConnectionLost
 

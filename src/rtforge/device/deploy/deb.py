@@ -30,8 +30,9 @@ from ..transport.device import Device
 from ..transport.facts import DeviceFacts
 from ..transport.transport import sha256_file
 from .grubtry import GrubTry
+from .manifest import uname_v_marker
 from .steps import Steps
-from .tryonce import STAGING, DeployResult, Expect, Payload, try_once, uname_v_marker
+from .tryonce import STAGING, DeployResult, Expect, Payload, try_once
 
 APT_TIMEOUT_S = 1800
 DEB_ARCH = {"amd64": "x86_64", "arm64": "aarch64", "armhf": "armv7l", "armel": "armv6l", "i386": "i686"}

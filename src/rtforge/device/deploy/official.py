@@ -27,11 +27,12 @@ from typing import Callable
 from ...errors import UserError
 from ..firmware.bootcfg import BootChoice
 from ..firmware.pimodels import model_for_dt
+from .manifest import uname_v_marker
 from .pitry import PiPayload, PiTryboot
 from .steps import Steps
 from ..transport.device import Device
 from ..transport.facts import DeviceFacts
-from .tryonce import DeployResult, Expect, try_once, uname_v_marker
+from .tryonce import DeployResult, Expect, try_once
 
 PACKAGE = "linux-image-rpi-v8-rt"
 IMAGE = "kernel8_rt.img"

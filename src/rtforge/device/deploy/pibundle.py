@@ -23,7 +23,6 @@ from typing import Callable
 from ...errors import UserError
 from ..firmware.bootcfg import BootChoice
 from .bundle import Bundle
-from ..firmware.pimodels import model_for_dt
 from .pitry import PiPayload, PiTryboot
 from .steps import Steps
 from ..transport.device import Device
@@ -42,7 +41,7 @@ class BundlePayload(PiPayload):
         super().__init__()
         self.bundle = bundle
         self.release = bundle.release
-        self.expect = Expect(what=bundle.release, release=bundle.release, marker=bundle.manifest["uname_v_marker"])
+        self.expect = Expect(what=bundle.release, release=bundle.release, marker=bundle.marker)
 
     @property
     def t(self):
@@ -60,7 +59,7 @@ class BundlePayload(PiPayload):
         if f.machine not in b.manifest["machines"]:
             raise UserError(f"{name} is {f.machine} but the bundle is for {', '.join(b.manifest['machines'])} "
                             f"(board {b.board}): build for this board with `rtforge kernel build --board ...`")
-        if not _fits(f.model, b.manifest):
+        if not b.fits(f.model):
             raise UserError(f"{name} is a '{f.model or 'board without a device-tree model'}', but the bundle is "
                             f"for {', '.join(b.manifest['models'])}: deploy a bundle built for this model")
         if f.release == self.release:
@@ -146,16 +145,3 @@ def deploy_pi(target: Device, bundle: Bundle, *, try_first: bool = True, timeout
     return try_once(PiTryboot(target, BundlePayload(bundle), try_first=try_first, timeout_s=timeout_s,
                               on_step=on_step, on_wait=on_wait))
 
-
-def _fits(dt_model: str | None, manifest: dict) -> bool:
-    """The board's /proc/device-tree/model is one of the bundle's Pis: by model
-    name when the bundle names them (pi_models.toml decides), else by the
-    device-tree prefixes older bundles list."""
-    if not dt_model:
-        return False
-    if manifest.get("pis"):
-        try:
-            return model_for_dt(dt_model).name in manifest["pis"]
-        except UserError:
-            return False
-    return any(dt_model.startswith(m) for m in manifest["models"])

@@ -10,7 +10,6 @@ rtforge.json is not rtforge's to remove.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
@@ -21,6 +20,7 @@ from .official import IMAGE as OFFICIAL_IMAGE
 from .official import PACKAGE as OFFICIAL_PACKAGE
 from .official import official_packages, official_release
 from ..firmware.pimodels import PiModel, model_for_dt
+from .manifest import installed as installed_manifest
 from ..transport.device import Device
 from ..transport.facts import DeviceFacts
 
@@ -51,11 +51,10 @@ def installed(board: Device) -> tuple[list[InstalledKernel], BootChoice]:
     kernels = []
     for chunk in out.split("@@@")[1:]:
         prefix, _, text = chunk.partition("\n")
-        try:
-            manifest = json.loads(text)
-            release, board_name = manifest["kernelrelease"], manifest.get("board", "?")
-        except (ValueError, KeyError):
+        named = installed_manifest(text)
+        if named is None:
             continue  # a damaged manifest: not shown, never removed
+        release, board_name = named
         kernels.append(InstalledKernel(release, board_name, prefix, default=(now.os_prefix == prefix),
                                        running=facts.release == release))
     official = official_release(board)

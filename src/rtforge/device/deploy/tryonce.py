@@ -23,12 +23,12 @@ failure anywhere before it leaves the target as it was.
 
 from __future__ import annotations
 
-import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ... import tools
+from .manifest import kernel_problems
 from .steps import Steps
 from ..transport.device import Device
 from ..transport.facts import DeviceFacts
@@ -55,18 +55,6 @@ class DeployResult:
     now_boots: Any = None      # a Raspberry Pi's BootChoice after a commit
     not_undone: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
-
-
-def uname_v_marker(config_text: str) -> str | None:
-    """The word `uname -v` shows for a kernel built with this .config (the
-    same rule `rtforge kernel build` writes into a bundle's manifest):
-    PREEMPT_RT for mainline RT and RT patches since 5.3, RT for the older
-    CONFIG_PREEMPT_RT_FULL patches; None for a kernel that is not RT."""
-    if re.search(r"^CONFIG_PREEMPT_RT=y$", config_text, re.M):
-        return "PREEMPT_RT"
-    if re.search(r"^CONFIG_PREEMPT_RT_FULL=y$", config_text, re.M):
-        return "RT"
-    return None
 
 
 @dataclass
@@ -170,10 +158,7 @@ def verify(expect: Expect, after: DeviceFacts, tried: bool | None) -> tuple[bool
     if on_try and tried is False:
         problems.append("the boot was not the try")
     if expect.marker:
-        if expect.marker not in after.version.split():
-            problems.append(f"uname -v lacks {expect.marker} ({after.version})")
-        if after.realtime is not None and after.realtime != 1:
-            problems.append(f"/sys/kernel/realtime is {after.realtime}")
+        problems += kernel_problems(expect.marker, after.version, after.realtime)
     missing = [w for w in expect.cmdline_has if w not in after.cmdline.split()]
     if missing:
         problems.append(f"the kernel command line lacks {' '.join(missing)}")
