@@ -15,13 +15,20 @@ Files are read below the device's root ("" on a real board; a test tree or
 
 from __future__ import annotations
 
+import subprocess
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from ...preempt import preempt_model
 
-if TYPE_CHECKING:
-    from .transport import Transport
+
+class Runs(Protocol):
+    """What reading the facts needs of a transport: running argv there.  (A
+    Transport is one; this module sits below transport.py, which judges its
+    own `id -u` by uid_is_root.)"""
+
+    def run(self, argv: list[str], *, timeout: float | None = None, check: bool = False,
+            step: str | None = None) -> subprocess.CompletedProcess: ...
 
 # A shell function, so that a larger script (the snapshot) can call it in its
 # own round trip: rtforge_facts ROOT [TOOL...].  Each fact follows a line
@@ -163,7 +170,7 @@ def from_blocks(v: dict[str, str]) -> DeviceFacts:
     )
 
 
-def read_facts(t: Transport, root: str = "", tools: tuple[str, ...] | list[str] = (), *,
+def read_facts(t: Runs, root: str = "", tools: tuple[str, ...] | list[str] = (), *,
                timeout: float | None = None) -> DeviceFacts:
     """Everything in one round trip (a board on Wi-Fi pays for each)."""
     out = t.run(["/bin/sh", "-c", SCRIPT, "sh", root.rstrip("/"), *tools], check=True, timeout=timeout,
