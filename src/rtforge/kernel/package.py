@@ -20,8 +20,8 @@ from typing import Any
 from .. import __version__
 from ..errors import UserError
 from ..device.deploy.manifest import rt_marker, write_manifest
-from ..device.transport.transport import sha256_file
 from .boards import Board
+from .fetch import sha256_file
 from .kbuild import kbuild_env, make_argv, run_make
 
 
