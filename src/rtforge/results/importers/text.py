@@ -229,7 +229,7 @@ def spike_results(src: Source, s: Scan, threads: list[int],
     if listed < total:
         counts = {t: None for t in threads}
         warnings.append(f"cyclictest counted {total:,} spikes but listed only {listed:,} (its --spike-nodes "
-                        "limit), so spikes per CPU are unknown: rerun with a larger --spike-nodes or a higher --spike")
+                        "limit), so spikes per CPU are unknown: next time, give cyclictest a larger --spike-nodes or a higher --spike")
     top = top_spikes([(t, ts * 1000, lat * unit) for _, t, lat, ts in s.spikes])
     return counts, top, warnings
 
@@ -248,7 +248,7 @@ def break_warning(thread: int | None, value: int, unit: int, note: str = "") -> 
     who = f"thread {thread}" if thread is not None else "a thread"
     shown = f"{value:,} ns" if unit == NS else f"{value:,} µs"
     return (f"cyclictest stopped itself at its -b (break trace) threshold when {who} woke {shown} late{note}: the "
-            "run covers only the time before that wake-up; rerun without -b for a measurement of the whole duration")
+            "run covers only the time before that wake-up; next time, leave out -b for a measurement of the whole duration")
 
 
 def read_text(src: Source) -> Parsed:
