@@ -68,6 +68,7 @@ check: setup lint
 
 lint: setup
 	$(BIN)/ruff check src tests bench
+	$(BIN)/mypy
 	shellcheck $(SHELL_SCRIPTS)
 	@for p in $(C_PROGRAMS); do \
 	    echo "cc -Wall -Wextra -Werror src/rtforge/$$p"; \
