@@ -1,4 +1,4 @@
-"""The layers of DESIGN.md, enforced: nothing imports from a layer above it."""
+"""The layers of docs/architecture.md, enforced: nothing imports from a layer above it."""
 
 from __future__ import annotations
 
