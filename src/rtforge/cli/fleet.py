@@ -77,8 +77,9 @@ def fleet_latency(
     install: bool = typer.Option(False, "--install", help="install missing tools on the boards with apt-get"),
     label: Optional[str] = typer.Option(None, "--label", help="added to each run's label, after the board's "
                                         "inventory name: 'pi-07 RT 6.12'"),
-    patience: Optional[str] = typer.Option(None, "--patience", metavar="DURATION", help="how long past a run's "
-                                           "end to wait for a board that dropped (default 5m); its run goes on"),
+    patience: Optional[str] = typer.Option(None, "--patience", metavar="DURATION", help="how long beyond a run's "
+                                           "own length to wait for a board (its start, a drop): default 5m; then "
+                                           "its run goes on there alone"),
     limit: Optional[str] = LIMIT, forks: Optional[int] = FORKS, retries: Optional[int] = RETRIES, new: bool = NEW,
     results_dir: Optional[Path] = RESULTS_DIR, as_json: bool = FJSON,
 ) -> int:
@@ -157,6 +158,32 @@ def fleet_fetch(
     store = Store(results_dir)
     inv = _load(source, limit)
     return _run(drive.plan_simple("fetch", inv, store, {}, forks), as_json, "fetching")
+
+
+@fleet_app.command("report")
+def fleet_report(
+    source: str = INVENTORY,
+    output: Path = typer.Option(..., "--output", "-o", metavar="FILE", help="the HTML file to write, e.g. fleet.html"),
+    cycle_time: Optional[str] = typer.Option(None, "--cycle-time", metavar="TIME", help="judge every board for this "
+                                             "cycle (default: each board's rtforge_cycle_time)"),
+    limit: Optional[str] = LIMIT, results_dir: Optional[Path] = RESULTS_DIR,
+) -> int:
+    """One HTML page: a row per board (its verdict for its own cycle time, worst case, kernel, RT or not,
+    last seen) and a section per board.  Reads the store and the fleet records: no board is contacted."""
+    from ..fleet.evidence import gather
+    from ..report.fleet import write_html
+    from ..report.verdict import parse_cycle_time
+    if cycle_time is not None:
+        parse_cycle_time(cycle_time)
+    if output.suffix.lower() not in (".html", ".htm"):
+        raise UserError(f"the fleet report is HTML: name it {output.with_suffix('.html').name}, not {output.name}")
+    store = Store(results_dir)
+    inv = _load(source, limit)
+    entries = gather(inv, store, cycle_time)
+    out = write_html(entries, inv.source, cycle_time, output)
+    judged = sum(1 for e in entries if e.run is not None)
+    make_console().print(f"wrote {shown(out)}: {len(entries)} boards, {judged} with a latency run", highlight=False)
+    return 0
 
 
 def _check_counts(forks: int | None, retries: int | None) -> None:

@@ -31,7 +31,11 @@ options:
   settle_s: {type: float, description: seconds the loads run before measuring}
   trace: {type: bool, default: false, description: also run rtla timerlat's analysis}
   install: {type: bool, default: false, description: install missing tools on the board with apt-get}
-  patience: {type: str, default: 5m, description: how long past the run's expected end to wait for a board}
+  patience:
+    type: str
+    default: 5m
+    description: how long beyond the run's own length (its start included) a board is waited for; then its run
+      goes on there alone
   run: {type: str, description: a run of this board to collect (attach) instead of measuring}
   resume: {type: bool, default: false, description: first collect a run of this label started after I(since)}
   since: {type: str, description: ISO 8601 UTC time; with I(resume), only runs started after it are this one's}
@@ -52,7 +56,8 @@ OPTIONS = (("duration", "--duration"), ("loops", "--loops"), ("interval_us", "--
            ("priority", "--priority"), ("policy", "--policy"), ("cpus", "--cpus"), ("load", "--load"),
            ("engine", "--engine"), ("phase", "--phase"), ("spike_us", "--spike-us"),
            ("histogram_us", "--histogram-us"), ("settle_s", "--settle-s"))
-START_ALLOWANCE_S = 120.0   # connect, build and upload the probe, start the runner (rtforge's own start timeout)
+FETCH_DEADLINE_S = 600.0    # a fetch copies a finished run; only a board that hangs takes longer
+INSTALL_ALLOWANCE_S = 1800.0  # --install: apt-get on the board before the run starts
 
 
 def expected_s(p):
@@ -100,7 +105,8 @@ def main():
     if patience is None:
         module.fail_json(msg="patience %r is not a duration such as 90s or 5m" % p["patience"], outcome=runner.REFUSED)
     expected = expected_s(p)
-    deadline = None if expected is None else START_ALLOWANCE_S + expected + patience
+    # patience covers the start (connect, upload, the runner) and a board that drops and comes back
+    deadline = None if expected is None else expected + patience + (INSTALL_ALLOWANCE_S if p["install"] else 0)
 
     def finish(f, how):
         result, message = runner.outcome(f, "latency")
@@ -118,7 +124,7 @@ def main():
         argv.insert(len(p["rtforge"]) + 2, p["run"])
         finish(runner.run(argv + ["--json"], deadline_s=deadline), "attached")
     if p["resume"]:  # started before, id unknown (the controller was killed): collect what ended
-        f = runner.run(runner.base_argv(p, "fetch", p["host"]) + ["--json"], deadline_s=START_ALLOWANCE_S)
+        f = runner.run(runner.base_argv(p, "fetch", p["host"]) + ["--json"], deadline_s=FETCH_DEADLINE_S)
         result, message = runner.outcome(f, "fetch")
         if result == runner.OK:
             mine = [s for s in (f.json() or []) if ours(s, p)]
