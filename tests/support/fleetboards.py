@@ -154,6 +154,14 @@ class Rack:
         root = Path(f"/proc/{self.boards[name].holder.pid}/root/var/tmp/rtforge/runs")
         return sorted(p.name for p in root.iterdir()) if root.is_dir() else []
 
+    def board_state(self, name: str, run_id: str) -> str:
+        """The runner's state of a run on the board (running, done, ...; '' before it records one)."""
+        p = Path(f"/proc/{self.boards[name].holder.pid}/root/var/tmp/rtforge/runs/{run_id}/raw/runner/state")
+        try:
+            return p.read_text().strip()
+        except OSError:
+            return ""
+
     # -- the inventory a user would write ----------------------------------------------------------
     def host_vars(self, name: str) -> str:
         return f"{name} ansible_host=127.0.0.1 ansible_port={self.boards[name].port}"
