@@ -88,7 +88,8 @@ def test_eight_boards_one_unreachable_one_cut_mid_run_then_resumed(rack, tmp_pat
     assert boards[CUT]["outcome"] == "lost" and boards[CUT]["run_id"] == cut_run, boards[CUT]
     assert "goes on there" in boards[CUT]["message"]
     ok = [h for h, b in boards.items() if b["ok"]]
-    assert ok == [f"pi-{i:02d}" for i in (1, 2, 3, 4, 6, 7, 8)], {h: (b["outcome"], b["message"]) for h, b in boards.items()}
+    assert ok == [f"pi-{i:02d}" for i in (1, 2, 3, 4, 6, 7, 8)], {h: (b["outcome"], b["message"])
+                                                                  for h, b in boards.items()}
     assert result["counts"] == {"ok": 7, "unreachable": 1, "lost": 1}
     assert took < 5 + 40 + 60, took                               # the cut board was given up at its deadline
 
@@ -122,7 +123,8 @@ def test_eight_boards_one_unreachable_one_cut_mid_run_then_resumed(rack, tmp_pat
     new = {r.run_id for r in store.list()} - before
     assert new == {cut_run}                                       # collected, not measured again
     collected = store.load(cut_run)
-    assert collected.label == CUT and collected.state == "complete" and collected.duration_s == pytest.approx(5, abs=0.3)
+    assert collected.label == CUT and collected.state == "complete"
+    assert collected.duration_s == pytest.approx(5, abs=0.3)
     assert rack.board_runs(CUT) == []
     assert again["pi-09"]["outcome"] == "unreachable"
     assert all(again[h]["run_id"] == boards[h]["run_id"] for h in ok)

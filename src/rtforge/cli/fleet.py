@@ -257,9 +257,7 @@ class _View:
     def __enter__(self):
         if self.rich:
             self.rich.__enter__()
-        elif self.plan.todo:
-            print(f"{self.doing} {len(self.plan.todo)} board{'s' if len(self.plan.todo) != 1 else ''} "
-                  f"({self.plan.forks} at once)", file=sys.stderr, flush=True)
+        self.said_what = False   # plain lines: the first board's start says what the play does
         return self
 
     def __exit__(self, *exc):
@@ -269,6 +267,10 @@ class _View:
     def update(self, b: Live) -> None:
         self.live[b.host] = b
         if not self.rich:
+            if not self.said_what:
+                n = len(self.plan.todo)
+                print(f"{self.doing} {n} board{'s' if n != 1 else ''} ({self.plan.forks} at once)", file=sys.stderr)
+                self.said_what = True
             print(f"{b.host}: {self._state(b)}", file=sys.stderr, flush=True)
 
     def _state(self, b: Live) -> str:

@@ -75,7 +75,7 @@ def check_source(source: str) -> str:
     if not source.strip():
         raise UserError("name the inventory: a file (INI or YAML) or a folder of them, as for ansible-playbook -i")
     if "," not in source and not Path(source).exists():
-        raise UserError(f"the inventory {shown(source)} does not exist: give the file (INI or YAML) or folder "
+        raise UserError(f"the inventory {shown(source, 400)} does not exist: give the file (INI or YAML) or folder "
                         "your playbooks use with -i")
     return source
 
@@ -85,14 +85,20 @@ def load(source: str, limit: str | None = None) -> Inventory:
     check_source(source)
     require_ansible("rtforge fleet")
     listed = json.loads(_ansible(["ansible-inventory", "-i", source, "--list"],
-                                 f"reading the inventory {shown(source)} (ansible-inventory)") or "{}")
+                                 f"reading the inventory {shown(source, 400)} (ansible-inventory)") or "{}")
     hostvars = (listed.get("_meta") or {}).get("hostvars") or {}
     groups = {g: list(v.get("hosts") or []) for g, v in listed.items() if g != "_meta" and isinstance(v, dict)}
     argv = ["ansible", "all", "-i", source, "--list-hosts"] + (["--limit", limit] if limit else [])
-    out = _ansible(argv, f"listing the hosts of {shown(source)}" + (f" --limit {shown(limit)}" if limit else ""))
+    try:
+        out = _ansible(argv, f"listing the hosts of {shown(source, 400)}")
+    except UserError as e:
+        if limit and ("host pattern" in str(e) or "No hosts matched" in str(e)):
+            out = ""   # Ansible's words for a limit that names nothing
+        else:
+            raise
     hosts = [ln.strip() for ln in out.splitlines()[1:] if ln.strip()]
     if not hosts:
         if limit:
-            raise UserError(f"--limit {shown(limit)} names no host of the inventory {shown(source)}")
-        raise UserError(f"the inventory {shown(source)} names no host")
+            raise UserError(f"--limit {shown(limit)} names no host of the inventory {shown(source, 400)}")
+        raise UserError(f"the inventory {shown(source, 400)} names no host")
     return Inventory(source, hosts, {h: hostvars.get(h) or {} for h in hosts}, groups)

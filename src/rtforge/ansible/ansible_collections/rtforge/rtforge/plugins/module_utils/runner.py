@@ -35,6 +35,10 @@ _LET_GO = re.compile(r"the run (\S+) goes on on ")
 _BUSY = re.compile(r"already measuring \(run (\S+?)\)")
 _SPAN = re.compile(r"(\d+(?:\.\d+)?)([smhd])")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+# The first thing each command asks a board: a connection lost there was never made, so nothing changed on
+# it.  Lost anywhere else (a deploy between its steps), the board may be half-way: that is a failure.
+FIRST_CONTACT = ("(during reading the board's facts)", "(during reading the target's /proc and /sys)",
+                 "(during listing the runs on the target)")
 STOP_GRACE_S = 90.0     # rtforge lets go of a run within seconds; cleaning up a refused start takes a connect timeout
 
 
@@ -104,7 +108,8 @@ def outcome(f, command):
         return FELL_BACK, f.sentence
     if f.rc == 2:
         s = f.sentence
-        if s.startswith("cannot reach ") or "cannot reach" in s.split(":")[0]:
+        if s.startswith("cannot reach ") or (s.startswith("lost the connection to ") and
+                                             any(step in s for step in FIRST_CONTACT)):
             return UNREACHABLE, s
         if _BUSY.search(s):
             return BUSY, s
