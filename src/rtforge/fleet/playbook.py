@@ -52,11 +52,11 @@ def run(argv: list[str], folder: Path, on_event: Callable[[dict], None]) -> int:
         "ANSIBLE_COLLECTIONS_ON_ANSIBLE_VERSION_MISMATCH": "ignore",
         # the modules run rtforge with this machine's Python environment, as this rtforge runs
         "PYTHONUNBUFFERED": "1"})
-    with open(folder / "ansible.stderr", "ab") as err:
-        p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=err, stdin=subprocess.DEVNULL, env=env,
+    with open(folder / "ansible.stderr", "ab") as err, open(folder / "events.jsonl", "a") as log:
+        p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=err, stdin=subprocess.DEVNULL, env=env, text=True,
                              start_new_session=True)
         try:
-            _read(p, on_event)
+            _read(p, on_event, log)
             return p.wait()
         except KeyboardInterrupt:
             _interrupt(p, on_event)
@@ -66,9 +66,12 @@ def run(argv: list[str], folder: Path, on_event: Callable[[dict], None]) -> int:
                 _kill(p)
 
 
-def _read(p: subprocess.Popen, on_event: Callable[[dict], None]) -> None:
+def _read(p: subprocess.Popen, on_event: Callable[[dict], None], log=None) -> None:
     assert p.stdout is not None
     for line in p.stdout:
+        if log is not None:
+            log.write(line)   # the play's events, kept beside its record
+            log.flush()
         try:
             event = json.loads(line)
         except ValueError:
