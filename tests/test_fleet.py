@@ -137,3 +137,35 @@ def test_eight_boards_one_unreachable_one_cut_mid_run_then_resumed(rack, tmp_pat
     text = html.read_text()
     assert "a 20 ms cycle" in text and "a 5 ms cycle" in text and "no latency run of this board" in text
     assert descendants_alive(tag) == []                           # no ansible, rtforge or ssh left behind
+
+
+def test_ctrl_c_lets_go_of_every_board_and_the_same_command_collects_their_runs(tmp_path):
+    import signal
+
+    rack = Rack.start(3)
+    try:
+        inv = rack.inventory(tmp_path / "lab.ini", group_vars="rtforge_interval_us=1000")
+        env = {**os.environ, "RTFORGE_RESULTS_DIR": str(tmp_path / "results")}
+        argv = ["latency", str(inv), "--duration", "6s", "--retries", "0", "--json"]
+        p = fleet(env, *argv, start_new_session=True)
+        deadline = time.monotonic() + 90
+        while not all((runs := rack.board_runs(n)) and rack.board_state(n, runs[0]).startswith("running")
+                      for n in rack.boards):
+            assert time.monotonic() < deadline and p.poll() is None, "the runs did not start"
+            time.sleep(0.1)
+        going = {n: rack.board_runs(n)[0] for n in rack.boards}
+        os.killpg(p.pid, signal.SIGINT)                              # what a terminal's Ctrl-C does
+        _, err = p.communicate(timeout=60)
+        assert p.returncode == 130 and "a board's run goes on there" in err
+        assert {n: rack.board_runs(n) for n in rack.boards} == {n: [r] for n, r in going.items()}
+        assert Store(tmp_path / "results").list() == []              # nothing measured was stored half-way...
+        p = fleet(env, *argv)
+        out, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err
+        result = json.loads(out)
+        assert result["resumed"] is True
+        assert {b["host"]: b["run_id"] for b in result["boards"]} == going   # ...and nothing was lost or measured twice
+        assert sorted(r.run_id for r in Store(tmp_path / "results").list()) == sorted(going.values())
+        assert all(rack.board_runs(n) == [] for n in rack.boards)
+    finally:
+        rack.stop()
