@@ -9,7 +9,8 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "rtforge"
 
 # layer -> the rtforge layers it may import (besides shared helpers)
 ALLOWED = {
-    "cli": {"kernel", "device", "measure", "results", "report"},
+    "cli": {"kernel", "device", "measure", "results", "report", "fleet"},
+    "fleet": {"kernel", "device", "measure", "results", "report"},
     "kernel": {"device", "measure", "results"},
     "measure": {"device", "results"},
     "device": set(),
