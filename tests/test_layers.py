@@ -1,5 +1,5 @@
-"""The layers of DESIGN.md, enforced: nothing imports from a layer above it,
-and inside device/ no room imports a room it is not allowed to."""
+"""The layers of docs/architecture.md, enforced: nothing imports from a layer
+above it, and inside device/ no room imports a room it is not allowed to."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "rtforge"
 
 # layer -> the rtforge layers it may import (besides shared helpers)
 ALLOWED = {
-    "cli": {"kernel", "device", "measure", "results", "report"},
+    "cli": {"kernel", "device", "measure", "results", "report", "fleet"},
+    "fleet": {"kernel", "device", "measure", "results", "report"},
     "kernel": {"device", "measure", "results"},
     "measure": {"device", "results"},
     "device": set(),
@@ -35,6 +36,7 @@ ROOMS = {
 # layer -> the rooms of device/ it may use ("__init__": the transports device/ exports)
 DEVICE_USERS = {
     "cli": {"__init__", *ROOMS},
+    "fleet": {"transport", "deploy"},
     "kernel": {"firmware", "deploy"},
     "measure": {"__init__", "transport"},
 }

@@ -79,14 +79,15 @@ def test_the_aarch64_probe_runs_on_the_board_through_qemu(board, store):
     if platform.machine() == "aarch64":
         pytest.skip("native aarch64: nothing to cross")
     started = start_run(
-        LatencySpec(duration_s=2, interval_us=1000),
+        LatencySpec(duration_s=4, interval_us=1000),
         store,
         board,
         machine="aarch64",
         probe_prefix=("qemu-aarch64-static",),
     )
-    assert started.run.poll().alive
-    follow(started.run, 2, poll_s=0.3)
+    # measuring, or (on a host loaded beyond a second per ssh round trip) already done
+    assert started.run.poll().state in ("running", "done")
+    follow(started.run, 4, poll_s=0.3)
     result = collect(started.run, store)
     assert result.state == "complete" and result.system["machine"] == "aarch64"  # qemu-user reports the guest
     assert result.config["emulated"] is True and result.engine_argv[0].endswith("/rtprobe")

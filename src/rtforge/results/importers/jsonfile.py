@@ -140,7 +140,7 @@ def read_json(src: Source) -> Parsed:
     rc = doc.get("return_code")
     if isinstance(rc, int) and rc != 0:
         warnings.append(f"cyclictest reported return code {rc}, so the run may have failed or stopped early: "
-                        "check the output it printed, and repeat the run")
+                        "check the output it printed before trusting these figures")
     system, host = _system(doc)
     start, duration = _times(doc)
     if pinned is None:
