@@ -63,6 +63,16 @@ def test_a_bad_variable_names_its_board_before_anything_starts(tmp_path, capsys)
     assert code == 2 and "--limit pi-7* names no host of the inventory" in err
 
 
+def test_a_host_named_like_this_machine_is_refused(tmp_path, capsys):
+    """'local' and 'localhost' are this machine to every rtforge command, never a board over ssh."""
+    inv = tmp_path / "lab.ini"
+    inv.write_text(f"{nowhere(1)}localhost ansible_host=127.0.0.1 ansible_port={free_port()}\n")
+    code, _, err = cli(capsys, "fleet", "doctor", str(inv), "--results-dir", str(tmp_path / "r"))
+    assert code == 2 and len(err.splitlines()) == 1
+    assert "the inventory host localhost is what rtforge calls this machine" in err
+    assert not (tmp_path / "r").exists()
+
+
 def test_a_password_login_is_refused_by_the_play_before_any_board(tmp_path, capsys):
     inv = tmp_path / "lab.ini"
     inv.write_text(f"[rack]\n{nowhere(2)}\n[rack:vars]\nansible_password=hunter2\n")
