@@ -1,4 +1,4 @@
-"""Named steps with paired cleanups (the kas "Macro" idea, DESIGN rule 6).
+"""Named steps with paired cleanups (the kas "Macro" idea, architecture rule 6).
 
 Each step that changes the board registers how to undo it.  When a later
 step fails, the undo actions of the steps done so far run newest first, so

@@ -1,6 +1,6 @@
 """Try something once at boot, then keep it -- or fall back by itself.
 
-Every change that decides what a target boots goes one way (DESIGN rule 6):
+Every change that decides what a target boots goes one way (architecture rule 6, docs/architecture.md):
 
   check    the payload and the target; nothing on the target changes if it fails
   upload   into STAGING, every sha256 checked there (Transport.put_verified)

@@ -1,4 +1,4 @@
-"""One way to run things on a target (DESIGN rule 2).
+"""One way to run things on a target (architecture rule 2, docs/architecture.md).
 
 A transport runs argv lists, never shell strings: ``LocalTransport`` with
 subprocess, ``SshTransport`` (ssh.py) through the OpenSSH client,
@@ -235,7 +235,7 @@ class Transport(ABC):
         """Upload a file (to the path `remote`) or a directory's contents (into
         the directory `remote`), then hash every file on the target and
         compare: the one way anything is uploaded (deploy, remote runs,
-        bench), so no caller can forget the check (DESIGN rule 5).
+        bench), so no caller can forget the check (architecture rule 5).
 
         expected: {path relative to `local`: sha256} to hold the target to,
         e.g. a bundle's manifest (the source of truth, not the local copy);
