@@ -205,3 +205,18 @@ def test_a_store_path_that_cannot_be_a_folder_is_an_error(tmp_path, capsys):
     (tmp_path / "file").write_text("x")
     assert main(["runs", "--results-dir", str(tmp_path / "file" / "rtforge")]) == 2
     assert "below a file" in capsys.readouterr().err
+
+
+@pytest.mark.root
+def test_a_full_disk_during_latency_is_said_as_such(tmp_path, capsys):
+    """Once only `tar: Exiting with failure status`: now what filled up, and what to do."""
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=60k", "tmpfs", str(mnt)], check=True)
+    try:
+        code = main(["latency", "--duration", "2s", "--results-dir", str(mnt / "store")])
+        err = capsys.readouterr().err
+        assert code == 2 and "No space left on device" in err and "disk is full" in err and err.count("\n") == 1
+        assert not any((mnt / "store" / "runs").glob("2*"))   # nothing half-written kept
+    finally:
+        subprocess.run(["umount", str(mnt)], check=True)

@@ -44,3 +44,30 @@ def test_a_snapshot_reads_the_same_facts():
     assert snap.value("/proc/cmdline") == "quiet"
     bare = parse_output("\n@@f /proc/cmdline\nquiet\n", "")
     assert (bare.is_root, bare.user, bare.machine) == (False, "?", None)
+
+
+def test_a_failed_command_names_its_cause_not_tars_last_words():
+    from rtforge.device.transport.transport import failure_detail
+
+    tar = ("tar: ./rtprobe: Cannot write: No space left on device\n"
+           "tar: Exiting with failure status due to previous errors\n")
+    said = failure_detail(tar, 2, "this machine")
+    assert said.startswith("tar: ./rtprobe: Cannot write: No space left on device") and "disk is full" in said
+    assert failure_detail("tar: x: Cannot open: Nope\ntar: Error exit delayed from previous errors\n", 2, "b") == \
+        "tar: x: Cannot open: Nope"
+    assert failure_detail("", 3, "b") == "exit status 3"
+
+
+def test_what_a_target_sends_is_read_with_a_bound(tmp_path):
+    """A fetched run streams to disk and stops at its bound: a board is not trusted to send only a run."""
+    import pytest
+
+    from rtforge.device import LocalTransport
+    from rtforge.errors import UserError
+
+    t = LocalTransport()
+    dest = tmp_path / "out"
+    assert t.run_to_file(["head", "-c", "3000", "/dev/zero"], dest, limit=4096) == 3000
+    with pytest.raises(UserError, match="sent more than 1 MiB"):
+        t.run_to_file(["cat", "/dev/zero"], dest, limit=1 << 20, step="fetching the run")   # endless
+    assert dest.stat().st_size <= 1 << 20

@@ -75,6 +75,12 @@ class SshTransport(Transport):
         """The local ssh command that runs argv on the board."""
         return ["ssh", *self.options, "--", self.destination, shlex.join(argv)]
 
+    def local_argv(self, argv: list[str]) -> list[str]:
+        return self.command(argv)
+
+    def _raise_lost(self, returncode: int, stderr: str) -> None:
+        self._raise_for_ssh(returncode, stderr)
+
     def _raise_for_ssh(self, returncode: int, stderr: str) -> None:
         if returncode != 255:
             return

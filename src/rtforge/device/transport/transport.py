@@ -21,6 +21,7 @@ import shlex
 import shutil
 import signal
 import subprocess
+import tempfile
 from abc import ABC, abstractmethod
 from pathlib import Path
 
@@ -63,6 +64,26 @@ def spawn_here(argv, *, log=None, errors_only=False) -> subprocess.Popen:
     finally:
         if log:
             out.close()
+
+
+# What a failed command's stderr says that a user can act on, and the sentence for it.
+_CAUSES = (("No space left on device", "its disk is full: free some space there and try again"),
+           ("Disk quota exceeded", "a disk quota is exceeded: free some space there and try again"),
+           ("Read-only file system", "the file system is read-only: remount it read-write and try again"),
+           ("Permission denied", "permission was denied: run as root, or give the login sudo"))
+_GENERIC = ("Exiting with failure status", "Error exit delayed from previous errors")
+
+
+def failure_detail(stderr: str, returncode: int, where: str) -> str:
+    """The line of a failed command's stderr that says why (tar ends with
+    "Exiting with failure status", which does not), with what to do when
+    the cause is a known one."""
+    lines = [ln.strip() for ln in stderr.splitlines() if ln.strip()]
+    for needle, sentence in _CAUSES:
+        if hit := next((ln for ln in lines if needle in ln), None):
+            return f"{hit[:300]} -- {sentence}"
+    telling = [ln for ln in lines if not any(g in ln for g in _GENERIC)]
+    return (telling or lines or [f"exit status {returncode}"])[-1][:300]
 
 
 class CommandFailed(UserError):
@@ -162,8 +183,8 @@ class Transport(ABC):
                 f"'USER ALL=(ALL) NOPASSWD: ALL' in /etc/sudoers.d/rtforge) or connect as root"
             )
         if check and proc.returncode:
-            detail = proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else f"exit status {proc.returncode}"
-            raise CommandFailed(f"{_what(argv, step)} failed on {self.name}: {detail}")
+            raise CommandFailed(f"{_what(argv, step)} failed on {self.name}: "
+                                f"{failure_detail(proc.stderr, proc.returncode, self.name)}")
         return proc
 
     def run_bytes(self, argv: list[str], *, sudo: bool = False, step: str | None = None) -> bytes:
@@ -171,9 +192,47 @@ class Transport(ABC):
             argv = ["sudo", "-n", "--", *argv]
         raw = self._call(argv, None, None, step)
         if raw.returncode:
-            detail = raw.stderr.decode(errors="replace").strip() or f"exit status {raw.returncode}"
-            raise CommandFailed(f"{_what(argv, step)} failed on {self.name}: {detail.splitlines()[-1]}")
+            detail = failure_detail(raw.stderr.decode(errors="replace"), raw.returncode, self.name)
+            raise CommandFailed(f"{_what(argv, step)} failed on {self.name}: {detail}")
         return raw.stdout
+
+    def local_argv(self, argv: list[str]) -> list[str]:
+        """The command run here that runs argv on the target."""
+        return argv
+
+    def run_to_file(self, argv: list[str], dest: Path, *, limit: int, sudo: bool = False,
+                    step: str | None = None) -> int:
+        """argv's output streamed into dest, never more than limit bytes: what
+        a target sends (a fetched run) is not trusted to be as small as it
+        says.  Returns the size; UserError when the limit is passed or it failed."""
+        if sudo and not self.is_root():
+            argv = ["sudo", "-n", "--", *argv]
+        size = 0
+        with open(dest, "wb") as out, tempfile.TemporaryFile() as err:
+            proc = subprocess.Popen(self.local_argv(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                    stderr=err)
+            assert proc.stdout is not None
+            try:
+                while chunk := proc.stdout.read(1 << 20):
+                    size += len(chunk)
+                    if size > limit:
+                        raise UserError(f"{self.name} sent more than {limit >> 20:,} MiB for {_what(argv, step)}, "
+                                        "more than a run holds: nothing was stored; look at the run there")
+                    out.write(chunk)
+            finally:
+                if proc.poll() is None and size > limit:
+                    proc.kill()
+                proc.wait()
+            err.seek(0)
+            stderr = err.read(1 << 16).decode(errors="replace")
+        if proc.returncode:
+            self._raise_lost(proc.returncode, stderr)
+            raise CommandFailed(f"{_what(argv, step)} failed on {self.name}: "
+                                f"{failure_detail(stderr, proc.returncode, self.name)}")
+        return size
+
+    def _raise_lost(self, returncode: int, stderr: str) -> None:
+        """A transport that can lose its connection says so here (SSH: exit status 255)."""
 
     def is_root(self) -> bool:
         """Whether commands run as root there (then sudo is not needed): asked once."""
