@@ -19,9 +19,11 @@ from ..results.bench import bench_show_dict, summarize_bench
 from ..results.model import RunResult
 from ..results.store import Store
 from ..device import board_host, open_transport
-from . import app
 from .common import HOST_OPTIONAL, RESULTS_DIR, SSH_CONFIG, LiveLine
 from .render import make_console
+
+app = typer.Typer()  # this module's commands (cli/__init__.py's LazyGroup loads them)
+
 
 bench_app = typer.Typer(no_args_is_help=True, help="Throughput benchmarks: what a PREEMPT_RT kernel costs.")
 app.add_typer(bench_app, name="bench")

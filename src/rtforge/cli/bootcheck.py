@@ -10,7 +10,9 @@ import typer
 from ..errors import UserError
 from ..device.firmware.bootcfg import BootChoice, check, resolve
 from ..device.firmware.pimodels import pi_model, pi_models
-from . import app
+
+app = typer.Typer()  # this module's commands (cli/__init__.py's LazyGroup loads them)
+
 
 MODEL_HELP = "board model, named like its config.txt filter: " + ", ".join(pi_models())
 

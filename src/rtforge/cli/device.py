@@ -18,9 +18,11 @@ from ..device.deploy.official import deploy_official
 from ..device.transport.device import Device
 from ..errors import UserError
 from ..units import parse_timeout_s
-from . import app
 from .common import HOST_REQUIRED
 from .render import make_console
+
+app = typer.Typer()  # this module's commands (cli/__init__.py's LazyGroup loads them)
+
 
 target_app = typer.Typer(help="Look at a board before touching it.", no_args_is_help=True)
 app.add_typer(target_app, name="target")

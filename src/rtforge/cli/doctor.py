@@ -15,9 +15,11 @@ from ..device.doctor.diagnose import DEFAULT_WINDOW_S, DoctorReport, diagnose
 from ..device.doctor.findings import SEVERITY_WORDS
 from ..errors import UserError
 from ..paths import resolved
-from . import app
 from .device import HOST_HELP, SSH_CONFIG, open_board
 from .render import make_console
+
+app = typer.Typer()  # this module's commands (cli/__init__.py's LazyGroup loads them)
+
 
 SHOWN_EVIDENCE = 6
 _STYLE = {"blocks-rt": "bold red", "costs-latency": "yellow", "note": "dim"}

@@ -20,9 +20,11 @@ from ..results.store import Store
 from ..device.deploy.bundle import open_bundle
 from ..errors import UserError
 from ..units import parse_timeout_s
-from . import app
 from .common import RESULTS_DIR, LiveLine
 from .render import Col, fitted, make_console
+
+app = typer.Typer()  # this module's commands (cli/__init__.py's LazyGroup loads them)
+
 
 SPEC_RICH = SPEC_HELP.replace("[", "\\[")   # help texts are Rich markup, which would eat "[@REF]"
 

@@ -26,10 +26,12 @@ from ..measure.spec import (PHASES, LatencySpec, available_cpus, parse_cpu_list,
                             parse_number)
 from ..results.store import Store
 from ..device import board_host, open_transport
-from . import app
 from .runs import check_label
 from .common import HOST_OPTIONAL, JSON, POLL, RESULTS_DIR, SSH_CONFIG, LiveLine, err_console, hint, show_run
 from .render import make_console
+
+app = typer.Typer()  # this module's commands (cli/__init__.py's LazyGroup loads them)
+
 
 LOAD_HELP = "comma-separated loads: " + ", ".join(load_profiles())
 

@@ -18,9 +18,11 @@ from ..results.stats import show_dict
 from ..results.store import Store
 from ..device import board_host, open_transport
 from ..errors import UserError
-from . import app
 from .common import HOST_REQUIRED, RESULTS_DIR, SSH_CONFIG, err_console
 from .render import make_console, us
+
+
+app = typer.Typer()  # this module's commands (cli/__init__.py's LazyGroup loads them)
 
 
 @app.command()

@@ -14,10 +14,12 @@ from ..device.state.procparse import format_cpulist
 from ..device.tune.operations import OPERATIONS, operation_names
 from ..device.state.tunestate import STATE_PATH
 from ..errors import UserError
-from . import app
 from .device import HOST_HELP, SSH_CONFIG
 from .doctor import SYSROOT, board_for, host_arg
 from .render import make_console
+
+app = typer.Typer()  # this module's commands (cli/__init__.py's LazyGroup loads them)
+
 
 OPS_HELP = "only these operations, comma-separated: " + ", ".join(operation_names())
 
