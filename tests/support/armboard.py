@@ -84,6 +84,12 @@ class ArmBoard(Transport):
     def _exec(self, argv, *, input, timeout):
         return subprocess.run(self._argv(argv), input=input, capture_output=True, timeout=timeout, env=self._env())
 
+    def local_argv(self, argv):
+        return self._argv(argv)
+
+    def local_env(self):
+        return self._env()
+
     def spawn(self, argv, *, log=None, errors_only=False):
         out = open(log, "ab") if log else subprocess.DEVNULL
         try:

@@ -200,6 +200,10 @@ class Transport(ABC):
         """The command run here that runs argv on the target."""
         return argv
 
+    def local_env(self) -> dict[str, str] | None:
+        """The environment of that command (None: this process's)."""
+        return None
+
     def run_to_file(self, argv: list[str], dest: Path, *, limit: int, sudo: bool = False,
                     step: str | None = None) -> int:
         """argv's output streamed into dest, never more than limit bytes: what
@@ -210,7 +214,7 @@ class Transport(ABC):
         size = 0
         with open(dest, "wb") as out, tempfile.TemporaryFile() as err:
             proc = subprocess.Popen(self.local_argv(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                    stderr=err)
+                                    stderr=err, env=self.local_env())
             assert proc.stdout is not None
             try:
                 while chunk := proc.stdout.read(1 << 20):
