@@ -13,7 +13,7 @@ import pytest
 
 from rtforge.cli import main
 
-GOLDEN = Path(__file__).parents[2] / "golden" / "cyclictest"
+GOLDEN = Path(__file__).parents[1] / "golden" / "cyclictest"
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ import pytest
 from rtforge.cli import main
 from rtforge.results.store import Store
 
-GOLDEN = Path(__file__).parents[2] / "golden" / "cyclictest"
+GOLDEN = Path(__file__).parents[1] / "golden" / "cyclictest"
 ESC = "\x1b"
 HOSTILE = "evil\x1b]0;pwned\x07\x1b[2J\x1b[31mred\x9b1m|col\nnew line[bold]bold[/bold]\u202eright\rCR"
 

@@ -37,7 +37,7 @@ from rtforge.results.store import Store
 
 from ..support.bootfiles import tiny_pi4_bundle
 
-HERE = Path(__file__).parents[2]
+HERE = Path(__file__).parents[1]
 GOLDEN = HERE / "golden" / "cyclictest"
 CORPUS = HERE / "corpus" / "cyclictest"
 SOURCES = sorted(GOLDEN.glob("*.txt")) + sorted(GOLDEN.glob("*.csv")) + sorted(GOLDEN.glob("*.json")) + [

@@ -21,7 +21,7 @@ from rtforge.measure.lifecycle import boot_id
 from rtforge.results.importers import import_file
 from rtforge.results.store import Store
 
-GOLDEN = Path(__file__).parents[2] / "golden" / "cyclictest"
+GOLDEN = Path(__file__).parents[1] / "golden" / "cyclictest"
 
 
 def running_run(store: Store, owner: dict | None = None) -> Path:

@@ -20,7 +20,7 @@ from rtforge.results.store import Store
 from ..support.browser import layout, screenshot
 from ..support.runs import run, us_cpu
 
-CORPUS = Path(__file__).parents[2] / "corpus" / "cyclictest"
+CORPUS = Path(__file__).parents[1] / "corpus" / "cyclictest"
 SVG = "{http://www.w3.org/2000/svg}"
 SUPERSCRIPTS = str.maketrans("⁻⁰¹²³⁴⁵⁶⁷⁸⁹", "-0123456789")
 SHOTS = Path(__file__).resolve().parents[2] / ".cache" / "screenshots"   # kept for a person to look at

@@ -18,7 +18,7 @@ import pytest
 from rtforge.cli import main
 from rtforge.results.store import Store
 
-GOLDEN = Path(__file__).parents[2] / "golden" / "cyclictest"
+GOLDEN = Path(__file__).parents[1] / "golden" / "cyclictest"
 FILES = ["hist.txt", "run.json", "summary.txt"]
 
 

@@ -20,7 +20,7 @@ from rtforge.results.store import Store
 
 from ..support.procs import run_on_pty
 
-CORPUS = Path(__file__).parents[2] / "corpus" / "cyclictest"
+CORPUS = Path(__file__).parents[1] / "corpus" / "cyclictest"
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
 FILES = {"koen-h400-4t-100M-nort.txt": "stock 4.19", "amro-h10000-3t.txt": "rt 5.10 under ping flood",
          "karthik-h400-1t-75pct-overflow.txt": None, "karthik-h400-4t-44pct-overflow.txt": None}

@@ -107,7 +107,7 @@ def test_rtla_command_from_the_run():
 
 # -- the auto-analysis parser, on text in the format rtla prints (fixtures' headers say where from)
 
-FIXTURES = Path(__file__).parents[2] / "fixtures" / "rtla"
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "rtla"
 
 
 def _fixture(name: str) -> str:
@@ -243,7 +243,7 @@ def _traced_run(tmp_path, capsys, irq: str = "mmc1") -> list[str]:
     run folder holding the fixtures' analyses, stored again."""
     from rtforge.results.store import Store
 
-    golden = Path(__file__).parents[2] / "golden" / "cyclictest" / "run.json"
+    golden = Path(__file__).parents[1] / "golden" / "cyclictest" / "run.json"
     rd = ["--results-dir", str(tmp_path / "results")]
     assert main(["import", str(golden), *rd]) == 0
     raw = tmp_path / "raw"
@@ -288,7 +288,7 @@ def test_report_lists_the_traced_spikes(tmp_path, capsys, fmt):
 
 
 def test_show_of_a_run_without_trace_says_nothing_of_it(tmp_path, capsys):
-    golden = Path(__file__).parents[2] / "golden" / "cyclictest" / "run.json"
+    golden = Path(__file__).parents[1] / "golden" / "cyclictest" / "run.json"
     rd = ["--results-dir", str(tmp_path / "results")]
     assert main(["import", str(golden), *rd]) == 0
     capsys.readouterr()
