@@ -13,7 +13,7 @@ STAMP  := $(VENV)/.rtforge-installed
 
 # Debian packages the product and its tests use, grouped by why.
 # src/rtforge/data/tools.toml names the package of every tool rtforge runs;
-# tests/test_tools.py checks that each of those is listed here.
+# tests/integration/test_tools.py checks that each of those is listed here.
 DEBS_BASE    := python3 python3-venv gcc make libc6-dev procps util-linux coreutils git ca-certificates
 DEBS_MEASURE := rt-tests stress-ng iputils-ping
 # armel (ARMv6: Pi 1, Zero) next to armhf (ARMv7) and arm64: one per Pi CPU

@@ -2,7 +2,7 @@
 through SeaBIOS and GRUB, Debian's real linux-image RT package, real reboots.
 
 Slow (an apt install and a reboot under TCG take minutes each): this is the
-end-to-end proof of the GRUB path; tests/test_deploy_pi.py covers each
+end-to-end proof of the GRUB path; tests/integration/test_deploy_pi.py covers each
 failing step quickly.
 """
 

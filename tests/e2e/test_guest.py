@@ -3,7 +3,7 @@
 This file checks the fixture itself: the guest boots the stock kernel
 through SeaBIOS and GRUB with the settings deploy depends on.  What GRUB does
 with a tried, a committed and an unbootable kernel is proved end to end, with
-rtforge doing the deploying, in tests/test_deploy_grub.py (they were first
+rtforge doing the deploying, in tests/e2e/test_deploy_grub.py (they were first
 written here by hand; two guest reboots under TCG cost minutes each).
 """
 

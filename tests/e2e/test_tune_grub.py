@@ -5,7 +5,7 @@ tried once through a menu entry of rtforge's own (grub-reboot), verified in
 with falls back to GRUB's saved default; `--revert` is tried once too.
 
 Slow (five boots under TCG): the fast tests of the pieces are in
-tests/test_grubcmdline.py.
+tests/unit/device/test_grubcmdline.py.
 """
 
 from __future__ import annotations

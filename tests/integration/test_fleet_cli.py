@@ -172,7 +172,7 @@ def test_the_collection_runs_from_ansible_playbook_itself(tmp_path):
                         json.dumps({"rtforge_command": RTFORGE, "rtforge_duration": "2s", "rtforge_retries": 0,
                                     "rtforge_ssh_config": str(tmp_path / "ssh_config"),
                                     "rtforge_results_dir": str(tmp_path / "r")})],
-                       capture_output=True, text=True, env=env, timeout=120)
+                       capture_output=True, text=True, env=env, timeout=120, stdin=subprocess.DEVNULL)
     assert p.returncode == 2, p.stdout + p.stderr                # the board failed: Ansible's own exit status
     assert '"outcome": "unreachable"' in p.stdout and "pi-01" in p.stdout
     assert "Host pi-01" in (tmp_path / "ssh_config").read_text()

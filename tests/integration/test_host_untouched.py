@@ -23,7 +23,7 @@ pytestmark = pytest.mark.root
 
 REPO = Path(__file__).resolve().parents[2]
 # One quick test that logs in as both of the session's users.
-INNER = "tests/test_ssh_transport.py::test_sudo_for_non_root_users"
+INNER = "tests/integration/test_ssh_transport.py::test_sudo_for_non_root_users"
 
 
 def rtforge_logins() -> set[str]:

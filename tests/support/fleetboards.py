@@ -129,6 +129,7 @@ class Rack:
         b = self.boards[name]
         if b.sshd is not None:
             return
+        Path("/run/sshd").mkdir(exist_ok=True)  # sshd's privilege separation directory (absent on a fresh root)
         log = open(self.dir / f"sshd-{name}.log", "ab")
         b.sshd = subprocess.Popen(["nsenter", "-t", str(b.holder.pid), "-m", "-u", SSHD, "-D", "-e", "-f",
                                    str(self.dir / f"sshd-{name}.conf")], stdout=subprocess.DEVNULL, stderr=log)

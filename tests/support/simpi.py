@@ -8,7 +8,7 @@ reboot is decided by this module's own small firmware resolver, written from
 the Raspberry Pi documentation and deliberately *not* rtforge's model
 (rtforge.device.firmware.bootcfg / bootparse): deploy checks its tryboot.txt with that
 model, so a bug in it must not be able to make both sides agree.  The two are
-compared on documented cases in tests/test_firmware_crosscheck.py.
+compared on documented cases in tests/unit/device/test_firmware_crosscheck.py.
 
 Documentation sections cited below (raspberrypi/documentation, computers):
   [format]   config_txt "What is config.txt?", File format and include

@@ -7,7 +7,7 @@
     doctor/     what hurts latency, with evidence and fixes
     tune/       doctor's fixes applied reversibly
 
-tests/test_layers.py holds which room may import which.  Every other layer
+tests/unit/test_layers.py holds which room may import which.  Every other layer
 reaches a machine through the transports exported here (open_transport: what
 a HOST argument names, by one rule).
 """

@@ -1,6 +1,6 @@
 """Board profiles: one TOML file per board in rtforge/data/boards/ (adding a
 board is adding a file).  Every key is required and no other key is allowed,
-so a typo in a board file is a bug that tests/test_boards.py catches.
+so a typo in a board file is a bug that tests/unit/kernel/test_boards.py catches.
 
     description        one line for `rtforge kernel boards`
     aliases            other names users type (pi3-64 for the 64-bit Pi 3/4 row)

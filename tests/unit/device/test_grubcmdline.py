@@ -2,7 +2,7 @@
 grub.cfg written by Debian 12's own grub-mkconfig (captured from the QEMU
 guest, tests/fixtures/grub/): the running kernel's entry found in its
 submenu, copied with new parameters into a script that a real `sh` prints
-back exactly.  The whole path with real reboots is tests/test_tune_grub.py."""
+back exactly.  The whole path with real reboots is tests/e2e/test_tune_grub.py."""
 
 from __future__ import annotations
 

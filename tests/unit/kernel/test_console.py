@@ -1,5 +1,5 @@
 """Reading a failed boot's console: the panic, the faulting function, /init's
-death, silence.  The real consoles are in tests/test_pi_boot.py (a Pi 1
+death, silence.  The real consoles are in tests/e2e/test_pi_boot.py (a Pi 1
 kernel on QEMU's raspi0); these are the formats of the other architectures,
 as their oops printers write them (arch/arm/kernel/process.c __show_regs,
 arch/arm64/kernel/process.c __show_regs, arch/x86/kernel/dumpstack.c)."""
