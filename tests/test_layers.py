@@ -9,9 +9,10 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "rtforge"
 
 # layer -> the rtforge layers it may import (besides shared helpers)
 ALLOWED = {
-    "cli": {"kernel", "device", "measure", "results", "report"},
+    "cli": {"kernel", "device", "measure", "monitor", "results", "report"},
     "kernel": {"device", "measure", "results"},
     "measure": {"device", "results"},
+    "monitor": {"device", "measure", "results"},
     "device": set(),
     "results": set(),
     "report": {"results"},

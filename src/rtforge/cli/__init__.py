@@ -47,6 +47,7 @@ def _options(version: bool = typer.Option(False, "--version", is_eager=True, cal
 
 # Command groups register themselves on `app`.
 from . import bench, bootcheck, device, doctor, importcmd, kernel, latency, remote, report, runs, tune  # noqa: E402,F401
+from . import monitor  # noqa: E402,F401
 
 # --help lists the commands in the order of a user's journey, in panels.
 JOURNEY = {
@@ -55,6 +56,7 @@ JOURNEY = {
     "Kernels": ["kernel"],
     "Install": ["deploy", "kernels", "rollback", "target", "bootcheck"],
     "Diagnose": ["doctor", "tune"],
+    "Monitor": ["monitor", "trend"],
 }
 
 

@@ -315,8 +315,12 @@ int main(int argc, char **argv)
         puts(collect_meta(cfg, t, -1));
         return 0;
     }
-    if (cfg->soak)
+    if (cfg->soak) {
         check_soak(cfg);
+        /* --echo to a pipe whose reader left (an SSH session gone) is EPIPE,
+         * not the end of months of measuring */
+        signal(SIGPIPE, SIG_IGN);
+    }
     else if (!cfg->out_dir)
         fail(EXIT_USAGE, "--out DIR is required (see --help)");
     if (cfg->out_dir && mkdir(cfg->out_dir, 0755) && errno != EEXIST)
