@@ -79,10 +79,14 @@ class MonitorFolder:
 
     # -- adding ------------------------------------------------------------------
     def _mkdirs(self, rel: str) -> Path:
+        """self.path/rel, with its folder made; a link on the way is refused."""
         target = self.path / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if any(p.is_symlink() for p in [target.parent, *target.parent.parents][:4]):
-            raise UserError(f"{target.parent} is a symbolic link: the store holds no links; remove it")
+        folder = target.parent if rel else target
+        folder.mkdir(parents=True, exist_ok=True)
+        depth = len(folder.relative_to(self.path.parent.parent).parts)  # up to <root>/monitor
+        for p in [folder, *folder.parents][:depth]:
+            if p.is_symlink():
+                raise UserError(f"{p} is a symbolic link: the store holds no links there; remove it")
         return target
 
     def _append(self, rel: str, lines: list[bytes]) -> None:
