@@ -87,6 +87,22 @@ def window_line(w: Window) -> str:
     return f"{_utc(w.start_ns)}–{_utc(w.end_ns)}  {most} {w.count:>10,} wake-ups  {' '.join(extra)}".rstrip()
 
 
+def event_line(e: dict) -> str | None:
+    """What a user should see of the probe's events, while it runs."""
+    kind = e.get("event")
+    if kind == "gap" and isinstance(e.get("seconds"), (int, float)):
+        why = "a reboot" if e.get("reboot") else "a restart"
+        how = "" if e.get("clean") else ", and the monitor before it did not stop cleanly (a crash or power loss?)"
+        return f"gap: {format_span(max(0, e['seconds']))} not measured since the last window ({why}{how})"
+    if kind == "kernel" and isinstance(e.get("from"), dict) and isinstance(e.get("to"), dict):
+        return f"kernel changed: {shown(str(e['from'].get('release')))} → {shown(str(e['to'].get('release')))}"
+    if kind == "rotated":
+        return f"storage: removed {shown(str(e.get('removed')), 80)} ({shown(str(e.get('why')))})"
+    if kind == "over_cap":
+        return "storage: over --max-mb even after removing every old file: raise it"
+    return None
+
+
 @monitor_app.command("run")
 def run_cmd(
     host: Optional[str] = typer.Argument(None, help=HOST_OPTIONAL),
@@ -114,9 +130,13 @@ def run_cmd(
         err.print(f"monitoring {shown(lv.host)} in {format_span(spec.window_s)} windows{span} "
                   f"(times UTC; kept in {shown(spec.state_dir, 200)})", highlight=False)
 
+    def event(e: dict) -> None:
+        if line := event_line(e):
+            err.print(line, highlight=False)
+
     try:
         result = live.run(transport, spec, on_window=lambda w: out.print(window_line(w), highlight=False),
-                          on_step=_steps(), on_start=started)
+                          on_step=_steps(), on_start=started, on_event=event)
     finally:
         transport.close()
     where = "" if isinstance(transport, LocalTransport) else f" {host}"

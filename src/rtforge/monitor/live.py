@@ -89,7 +89,10 @@ def prepare(transport: Transport, spec: MonitorSpec, *, on_step=lambda s: None) 
 
 
 def run(transport: Transport, spec: MonitorSpec, *, on_window: Callable[[Window], None] = lambda w: None,
-        on_step=lambda s: None, on_start: Callable[[Live], None] = lambda live: None) -> Live:
+        on_step=lambda s: None, on_start: Callable[[Live], None] = lambda live: None,
+        on_event: Callable[[dict], None] = lambda e: None) -> Live:
+    """Measure until --for ends or Ctrl-C; on_start once the probe has its
+    folder and measures, on_event for each gap, kernel change, alert, ..."""
     argv, live = prepare(transport, spec, on_step=on_step)
     local = isinstance(transport, LocalTransport)
     if not local:
@@ -98,9 +101,9 @@ def run(transport: Transport, spec: MonitorSpec, *, on_window: Callable[[Window]
     with tempfile.TemporaryFile() as err:
         proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
                                 start_new_session=True, preexec_fn=_die_with_parent)
-        on_start(live)
+        events = _Events(live, on_start, on_event)
         try:
-            _read(proc, live, on_window)
+            _read(proc, live, on_window, events)
         except KeyboardInterrupt:
             live.interrupted = True
             with held_signals():
@@ -108,7 +111,7 @@ def run(transport: Transport, spec: MonitorSpec, *, on_window: Callable[[Window]
                     proc.send_signal(signal.SIGTERM)
                 else:
                     proc.stdin.close()  # the wrapper stops the probe, which sends its last window
-                _read(proc, live, on_window)
+                _read(proc, live, on_window, events)
         finally:
             with held_signals():
                 try:
@@ -122,12 +125,30 @@ def run(transport: Transport, spec: MonitorSpec, *, on_window: Callable[[Window]
     return live
 
 
-def _read(proc: subprocess.Popen, live: Live, on_window) -> None:
+class _Events:
+    """The probe's events as they come: the first (its start) means it measures."""
+
+    def __init__(self, live: Live, on_start, on_event):
+        self.live, self.on_start, self.on_event, self.started = live, on_start, on_event, False
+
+    def __call__(self, e: dict) -> None:
+        if e.get("event") == "start" and not self.started:
+            self.started = True
+            self.on_start(self.live)
+        else:
+            self.on_event(e)
+
+
+def _read(proc: subprocess.Popen, live: Live, on_window, on_event) -> None:
     for line in proc.stdout:
         try:
-            w = parse_window(json.loads(line))
+            doc = json.loads(line)
+            if isinstance(doc, dict) and isinstance(doc.get("event"), str):
+                on_event(doc)
+                continue
+            w = parse_window(doc)
         except (ValueError, Damaged):
-            continue  # not a window: the probe prints nothing else there
+            continue  # neither: the probe prints nothing else there
         live.windows.append(w)
         on_window(w)
 

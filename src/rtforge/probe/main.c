@@ -57,7 +57,7 @@ static const char usage_text[] =
     "      --rtla-s N         for at most N seconds (default 30)\n"
     "      --keep-days N      windows and evidence kept N days (default 14)\n"
     "      --max-mb N         the folder's size cap in MiB (default 100)\n"
-    "      --echo             also print each window's line on stdout\n"
+    "      --echo             also print each window's and event's line on stdout\n"
     "      --raw FILE         also write every sample (tests; bounded memory)\n"
     "      --sysroot DIR      read /sys and /proc below DIR (tests)\n";
 

@@ -93,6 +93,10 @@ void store_event(struct soak *k, const char *fmt, ...)
             rename(path, old);
     }
     store_append(k, "events.jsonl", buf, len);
+    if (k->r->cfg.echo) { /* the foreground run shows the start, gaps, kernel changes */
+        fwrite(buf, 1, len, stdout);
+        fflush(stdout);
+    }
     free(buf);
 }
 
