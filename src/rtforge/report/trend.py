@@ -17,13 +17,14 @@
 from __future__ import annotations
 
 import html
+import textwrap
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
 from matplotlib.dates import AutoDateLocator, ConciseDateFormatter, date2num
-from matplotlib.ticker import LogLocator
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from ..results.display import clean, md_cell
 from ..results.trend import KernelSpan, Rule, Verdict, changes, evaluate, gaps, kernel_spans
@@ -55,11 +56,20 @@ def load_trend(folder: Path, host: str, rule: Rule) -> HostTrend:
                      reading.damaged)
 
 
+def _us_label(value: float, _pos=None) -> str:
+    """A tick as a plain number: 0.5, 42.5, 1,000 (never TeX, never rounded into a twin)."""
+    if value <= 0:
+        return ""
+    return f"{value:,.0f}" if value >= 1000 or value == round(value) else f"{value:.3g}"
+
+
 def _latency_ticks(axis) -> None:
     """1, 2, 5, 10, 20, 50 ...: maxima of months often lie within one decade,
     which powers of ten alone would leave unlabelled."""
     number_ticks(axis)
     axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0), numticks=15))
+    axis.set_major_formatter(FuncFormatter(_us_label))
+    axis.set_minor_formatter(NullFormatter())
 
 
 def _when(ns: int) -> datetime:
@@ -108,8 +118,10 @@ def _distributions(ax, t: HostTrend, colors: dict[str, str]) -> None:
         later = (n - np.cumsum(h.count)) / n
         x = (h.hi_ns + 1) / 1000
         keep = later > 0
-        ax.step(np.concatenate([[h.lo_ns[0] / 1000], x[keep]]), np.concatenate([[1.0], later[keep]]),
-                where="post", color=colors[s.label], label=plain(f"{s.label} (N={n:,})"))
+        # from the fastest wake-up at 1, each bucket's end steps down; the last level reaches the worst one
+        xs = np.concatenate([[h.lo_ns[0] / 1000], x[keep], [x[-1]]])
+        ys = np.concatenate([[1.0], later[keep], [later[keep][-1] if keep.any() else 1.0]])
+        ax.step(xs, ys, where="post", color=colors[s.label], label=plain(f"{s.label} (N={n:,})"))
     ax.set_xscale("log")
     ax.set_yscale("log")
     _latency_ticks(ax.xaxis)
@@ -147,8 +159,8 @@ def trend_figure(trends: list[HostTrend]) -> Figure:
         _long_term(axes["long"], t, colors)
         _distributions(axes["dist"], t, colors)
         _window_maxima(axes["box"], t, colors)
-        sub.suptitle(plain(f"{t.host}: {len(t.windows)} windows · {t.verdict.line}", 200), fontsize=10,
-                     wrap=True)
+        head = f"{t.host}: {len(t.windows)} windows, {len(t.spans)} kernel(s), {len(t.gaps)} gap(s)"
+        sub.suptitle(plain(head, 120) + "\n" + "\n".join(textwrap.wrap(plain(t.verdict.line, 400), 140)), fontsize=9)
     return fig
 
 
