@@ -26,7 +26,7 @@ from rtforge.cli import main
 from rtforge.device import SshTransport
 from rtforge.device.deploy_grub import deploy_grub, read_deb
 from rtforge.device.target import Target
-from rtforge.results.timerlat import parse as parse_timerlat
+from rtforge.results.timerlat import culprit, parse as parse_timerlat
 from rtforge.results.windows import read_events, read_windows
 
 pytestmark = [pytest.mark.slow, pytest.mark.root, pytest.mark.guest]
@@ -127,17 +127,18 @@ def test_a_new_kernel_is_recorded_and_an_alert_keeps_rtlas_analysis(guest, guest
     assert wait_until("the monitor measuring on the RT kernel",
                       lambda: any(w["kernel"] == guest_image.rt_release for w in board_windows(guest)))
 
-    # the RT kernel traces: starting again with an alert threshold adds rtla's analysis
-    assert main(["monitor", "start", "guest", "--window", "5s", "--cpus", "0", "--alert-us", "20000", *ssh]) == 0
-    assert "note:" not in capsys.readouterr().err  # rtla and timerlat are there
-    assert " --rtla " in guest.ssh(f"systemctl cat {UNIT}").stdout.replace('"', " ")
+    # the RT kernel traces: starting again with an alert threshold adds rtla's analysis.  The hog
+    # runs first, so the alerts are its bursts (TCG's own noise stays far below 20 ms)
     guest.ssh(HOG_CMD)
     try:
-        wait_until("rtla's analysis after an alert window",
-                   lambda: guest.ssh(f"grep -l timerlat {STATE}/events.jsonl", check=False).returncode == 0,
-                   timeout=600)
+        hog = guest.ssh(f"pgrep -x {HOG}").stdout.split()
+        assert main(["monitor", "start", "guest", "--window", "5s", "--cpus", "0", "--alert-us", "20000", *ssh]) == 0
+        assert "note:" not in capsys.readouterr().err  # rtla and timerlat are there
+        assert " --rtla " in guest.ssh(f"systemctl cat {UNIT}").stdout.replace('"', " ")
+        wait_until("an rtla analysis after an alert window",
+                   lambda: guest.ssh(f"grep -l 'hit stop tracing' {STATE}/evidence/*/timerlat.out",
+                                     check=False).returncode == 0, timeout=600)
     finally:
-        hog = guest.ssh(f"pgrep -x {HOG}", check=False).stdout.split()
         guest.ssh(f"pkill -x {HOG}", check=False)
     assert main(["monitor", "fetch", "guest", *ssh, *rd]) == 0
     capsys.readouterr()
@@ -147,17 +148,21 @@ def test_a_new_kernel_is_recorded_and_an_alert_keeps_rtlas_analysis(guest, guest
     (kernel,) = [e for e in events if e["event"] == "kernel"]
     assert kernel["from"]["release"] == guest_image.stock_release
     assert kernel["to"]["release"] == guest_image.rt_release and "PREEMPT_RT" in kernel["to"]["version"]
-    done = next(e for e in events if e["event"] == "timerlat")
-    spikes = parse_timerlat((folder / done["evidence"] / "timerlat.out").read_text())
-    assert spikes and all(s["cpu"] == 0 and s["total_us"] >= 20_000 for s in spikes), spikes
+    outputs = {e["evidence"]: (folder / e["evidence"] / "timerlat.out").read_text()
+               for e in events if e["event"] == "timerlat"}
+    spikes = [s for text in outputs.values() for s in parse_timerlat(text)]
+    assert spikes, outputs
+    assert all(s["cpu"] == 0 and s["total_us"] >= 20_000 for s in spikes), spikes  # rtla stopped over the threshold
 
     def names_the_hog(s) -> bool:
+        """rtla names it as the thread that ran when the timer fired, or as the interference."""
         b = s.get("blocking") or {}
         threads = (s.get("interference") or {}).get("thread") or []
-        return b.get("comm") == HOG or any(t["name"] == HOG for t in threads)
+        return (b.get("comm"), b.get("pid")) == (HOG, int(hog[0])) or \
+            any((t["name"], t["number"]) == (HOG, int(hog[0])) for t in threads)
 
-    assert any(names_the_hog(s) for s in spikes), spikes
-    assert hog and all(names_the_hog(s) for s in spikes[:1]) or any(names_the_hog(s) for s in spikes)
+    assert any(names_the_hog(s) for s in spikes), [culprit(s) for s in spikes]
+    figure(capsys, "rtla analyses kept / naming the hog", (len(spikes), sum(map(names_the_hog, spikes))))
     alerts = [w for w in read_windows(folder) if w.alert]
     assert alerts and any((folder / w.alert["evidence"] / "spikes.csv").exists() for w in alerts)
 

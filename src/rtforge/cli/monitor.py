@@ -30,7 +30,7 @@ monitor_app = typer.Typer(no_args_is_help=True, help="Soak monitoring: windowed 
 app.add_typer(monitor_app, name="monitor")
 
 WINDOW = typer.Option("5m", "--window", "-w", metavar="DURATION", help="window length: 5m (OSADL's), 60s, 1h")
-INTERVAL = typer.Option("1000", "--interval-us", "-i", metavar="INTEGER", help="wake-up period in µs (default 1000)")
+INTERVAL = typer.Option("1000", "--interval-us", "-i", metavar="INTEGER", help="wake-up period in µs")
 PRIORITY = typer.Option("90", "--priority", "-p", metavar="INTEGER", help="SCHED_FIFO priority (1-99)")
 CPUS = typer.Option(None, "--cpus", "-c", metavar="CPUS", help="CPUs to measure, e.g. 0-3,6 (default: all)")
 ALERT = typer.Option(None, "--alert-us", metavar="INTEGER", help="keep evidence of windows whose max is over this "
@@ -247,7 +247,7 @@ def status(
         out.print(f"monitor on {shown(where)}: not running{svc}", highlight=False)
     out.print(f"kernel {shown(doc['kernel'] or '?')}, folder {shown(folder, 200)}", highlight=False)
     lw = doc["last_window"]
-    last = (f"; the last {_utc(lw['start_ns'])}–{_utc(lw['end_ns'], '%H:%M:%S UTC %Y-%m-%d')}: max "
+    last = (f"; the last, {_utc(lw['start_ns'], '%Y-%m-%d %H:%M:%S')}–{_utc(lw['end_ns'])} UTC: max "
             f"{lw['max_ns'] / 1000:.1f} µs" if lw and lw["max_ns"] is not None else "")
     out.print(f"windows recorded: {doc['windows']:,}{last}", highlight=False)
     g = doc["last_gap"]
