@@ -219,3 +219,30 @@ def test_a_pi_telemetry_reaches_the_window_and_prometheus(probe, tmp_path):
     assert m['rtforge_temperature_celsius{zone="0",type="cpu-thermal"}'] == pytest.approx(81.479)
     assert m['rtforge_throttled{flag="under_voltage"}'] == 1 and m['rtforge_throttled{flag="throttled"}'] == 1
     assert m['rtforge_throttled{flag="arm_freq_capped"}'] == 0
+
+
+def _pi_cpus() -> list[tuple[str, str]]:
+    from rtforge.kernel.boards import load_boards
+    return sorted({(b.uname_m[0], cpu) for b in load_boards().values() if b.models for cpu in b.user_cpus})
+
+
+@pytest.mark.parametrize("machine, cpu", _pi_cpus(), ids=[f"{m}-{c}" for m, c in _pi_cpus()])
+def test_soak_mode_runs_on_each_pi_cpu(machine, cpu, tmp_path):
+    """The static probe a board gets, under qemu-user as that Pi's CPU: its
+    64-bit window counters (LDREXD/STREXD on the ARMv6K of a Pi 1) and the
+    rest of soak mode work there, with a Pi's telemetry and the textfile."""
+    from rtforge.measure.probebuild import build_probe
+
+    from .support.qemu_user import qemu_user
+
+    state, prom = tmp_path / "mon", tmp_path / "prom"
+    prom.mkdir()
+    p = subprocess.run([str(qemu_user(machine)), "-cpu", cpu, str(build_probe(machine, static=True)), "--soak",
+                        "--state", str(state), "--window-s", "1", "--duration-s", "2", "--sysroot", str(SYSROOT),
+                        "--textfile-dir", str(prom)], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    ws = read_windows(state)
+    assert len(ws) >= 2 and sum(c.count for w in ws for c in w.cpus) > 100  # ~1000 wake-ups a second, emulated
+    assert ws[-1].tel["temp_max_mc"] == [81479]
+    assert [e["event"] for e in read_events(state)] == ["start", "stop"]
+    assert "rtforge_latency_seconds_bucket" in (prom / "rtforge.prom").read_text()

@@ -14,6 +14,10 @@
 #define RTPROBE_H
 
 #define _GNU_SOURCE
+/* 64-bit file offsets and inode numbers on 32-bit boards too: without it
+ * readdir() fails with EOVERFLOW on a file system with 64-bit inodes (btrfs,
+ * XFS, an overlay), and the monitor's folder would look empty. */
+#define _FILE_OFFSET_BITS 64
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
