@@ -245,6 +245,11 @@ def status(
     else:
         svc = f" (the service is {doc['service']})" if doc["service"] else " (no service installed)"
         out.print(f"monitor on {shown(where)}: not running{svc}", highlight=False)
+    if doc["kernel"] is None and not doc["windows"]:
+        at = "" if isinstance(transport, LocalTransport) else f" {host}"
+        out.print(f"no monitor has written {shown(folder, 200)} yet: `rtforge monitor start{at}` starts one",
+                  highlight=False)
+        return
     out.print(f"kernel {shown(doc['kernel'] or '?')}, folder {shown(folder, 200)}", highlight=False)
     lw = doc["last_window"]
     last = (f"; the last, {_utc(lw['start_ns'], '%Y-%m-%d %H:%M:%S')}–{_utc(lw['end_ns'])} UTC: max "
