@@ -99,3 +99,26 @@ def test_one_monitor_per_folder_and_no_service_without_systemd(probe, tmp_path, 
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "this machine does not run systemd, so the monitor cannot be a service" in err
     assert not Path("/etc/systemd/system/rtforge-monitor.service").exists()
+
+
+def test_fetch_keeps_what_the_board_rotated_away_and_adds_what_came_since(probe, tmp_path, capsys):
+    state, rd = tmp_path / "mon", ["--results-dir", str(tmp_path / "results")]
+    soak = [str(probe), "--soak", "--state", str(state), "--window-s", "1", "--duration-s", "2"]
+    subprocess.run(soak, check=True, capture_output=True)
+    assert main(["monitor", "fetch", "--state-dir", str(state), *rd]) == 0
+    first = read_windows(state)
+    # the board's rotation removes the day file; a second life adds windows, a gap and events
+    for f in (state / "windows").iterdir():
+        f.unlink()
+    (state / "events.jsonl").rename(state / "events.1.jsonl")  # as the probe rotates its events
+    subprocess.run(soak, check=True, capture_output=True)
+    second = read_windows(state)
+    assert main(["monitor", "fetch", "--state-dir", str(state), *rd]) == 0
+    out = capsys.readouterr().out
+    host = os.uname().nodename
+    assert f"{host}: {len(second)} new windows ({len(first) + len(second)} in the store" in out
+    stored = tmp_path / "results" / "monitor" / host
+    assert [w.key for w in read_windows(stored)] == [w.key for w in first + second]
+    assert [e["event"] for e in read_events(stored)] == ["start", "stop", "gap", "start", "stop"]
+    cursor = json.loads((stored / "fetch.json").read_text())
+    assert all((state / name).exists() for name in cursor["files"])  # nothing of what is gone there

@@ -26,7 +26,9 @@ from ..device import Transport
 _LIST = r"""
 cd "$1" 2>/dev/null || exit 3
 for f in state pending.jsonl events.1.jsonl events.jsonl windows/*.jsonl hours/*.jsonl days/*.jsonl evidence/*/*; do
-    [ -f "$f" ] && [ ! -L "$f" ] && printf '%s %s\n' "$(wc -c < "$f" | tr -d ' ')" "$f"
+    [ -f "$f" ] && [ ! -L "$f" ] || continue
+    # size, and a checksum of its first 256 bytes: a file replaced under the same name is read again whole
+    printf '%s %s %s\n' "$(wc -c < "$f" | tr -d ' ')" "$(head -c 256 "$f" | cksum | cut -d' ' -f1)" "$f"
 done
 exit 0
 """
@@ -72,12 +74,13 @@ def _board_host(transport: Transport, state_dir: str) -> str:
     return host_name(name)
 
 
-def _parse_listing(out: str) -> dict[str, int]:
+def _parse_listing(out: str) -> dict[str, tuple[int, str]]:
+    """name -> (size, checksum of its head)."""
     files = {}
     for line in out.splitlines():
-        size, _, name = line.partition(" ")
-        if size.isdigit():
-            files[name] = int(size)
+        parts = line.split(" ", 2)
+        if len(parts) == 3 and parts[0].isdigit():
+            files[parts[2]] = (int(parts[0]), parts[1])
     return files
 
 
@@ -90,25 +93,27 @@ def fetch(transport: Transport, store_root: Path, state_dir: str, *, on_step=lam
     if r.returncode:
         raise UserError(f"cannot read {state_dir} on {transport.name}: {r.stderr.strip() or r.returncode}")
     cursor = folder.cursor()
-    seen: dict[str, int] = cursor["files"]
+    seen: dict[str, list] = cursor["files"]    # name -> [bytes taken, checksum of its head then]
     listing = _parse_listing(r.stdout)
-    for name in ("pending.jsonl",):  # the board filed its hour and day: so does the store
-        if name not in listing:
-            folder.remove(name)
-            seen.pop(name, None)
+    if "pending.jsonl" not in listing:  # the board filed its hour and day: so does the store
+        folder.remove("pending.jsonl")
+    for name in [n for n in seen if n not in listing]:  # rotated away there (kept here)
+        del seen[name]
     ask = []
-    for name, size in listing.items():
+    for name, (size, head) in listing.items():
         how = wanted(name)
         if how is None:
             res.skipped.append(name)
             continue
         have = seen.get(name)
+        taken = have[0] if isinstance(have, list) and len(have) == 2 and isinstance(have[0], int) else None
+        same = taken is not None and have[1] == head
         if how == "append":
-            # a shorter file was rotated and started again (events.jsonl): from its start
-            off = have if isinstance(have, int) and 0 <= have <= size else 0
+            # another file under the same name (events.jsonl after its rotation): from its start
+            off = taken if same and 0 <= taken <= size else 0
             if off < size:
                 ask.append((off, name))
-        elif have != size:
+        elif not (same and taken == size):
             ask.append((0, name))
     if ask:
         on_step(f"fetching {len(ask)} files from {transport.name}")
@@ -128,14 +133,14 @@ def fetch(transport: Transport, store_root: Path, state_dir: str, *, on_step=lam
                     res.new_windows += added
                 elif name.startswith("events"):
                     res.new_events += added
-                seen[name] = off + len(whole)
+                seen[name] = [off + len(whole), listing[name][1]]
             else:
                 if name == "events.1.jsonl":
-                    added, bad = folder.add_lines(name, blob)
+                    added, bad = folder.add_lines(name, blob[:blob.rfind(b"\n") + 1])
                     res.new_events += added
                 else:
                     folder.put(name, blob)
-                seen[name] = total
+                seen[name] = [total, listing[name][1]]
     cursor.update({"files": seen, "destination": transport.name, "fetched_ns": time.time_ns()})
     folder.save_cursor(cursor)
     windows = read_windows(folder.path)

@@ -2,7 +2,7 @@
 
     <store root>/monitor/<host>/windows/YYYY-MM-DD.jsonl   the board's windows, each once
     <store root>/monitor/<host>/hours/, days/             its rollups, each record once
-    <store root>/monitor/<host>/events.jsonl              its events, each once
+    <store root>/monitor/<host>/events.jsonl              its events (of both board files), each once
     <store root>/monitor/<host>/evidence/<UTC start>/     alert evidence
     <store root>/monitor/<host>/state, pending.jsonl      the board's last state, as fetched
     <store root>/monitor/<host>/fetch.json                how far each board file was fetched
@@ -108,6 +108,8 @@ class MonitorFolder:
         once; returns (records added, lines that are no record)."""
         kind = rel.split("/")[0]
         parse = parse_window if kind == "windows" else parse_rollup if kind in ("hours", "days") else _event
+        if kind.startswith("events"):
+            rel = "events.jsonl"  # the board rotates its events into events.1.jsonl; the store keeps them in one
         here = read_records(self.path, kind if kind in APPENDED else "", parse,
                             names=[rel.split("/")[-1]] if kind in APPENDED else [rel])
         keys = {_key(r) for r in here}

@@ -127,7 +127,9 @@ def test_the_store_folder_adds_each_record_once(tmp_path):
     events = b'{"event":"start","t_ns":5,"life":"a"}\n{"event":"gap","t_ns":9,"life":"b"}\n'
     assert folder.add_lines("events.jsonl", events) == (2, 0)
     assert folder.add_lines("events.jsonl", events) == (0, 0)
-    assert [e["event"] for e in read_events(folder.path)] == ["start", "gap"]
+    # the board rotated them into events.1.jsonl: still once
+    assert folder.add_lines("events.1.jsonl", events + b'{"event":"stop","t_ns":11,"life":"b"}\n') == (1, 0)
+    assert [e["event"] for e in read_events(folder.path)] == ["start", "gap", "stop"]
 
 
 def test_names_from_a_board_are_checked():
