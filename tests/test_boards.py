@@ -1,4 +1,4 @@
-"""Board files: every Raspberry Pi row of DESIGN.md, checked against the real
+"""Board files: every Raspberry Pi row of docs/kernels.md ("the Raspberry Pi facts"), checked against the real
 6.12 tree for the mainline flavour and for form for the raspberrypi one."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from rtforge.kernel.boards import (FLAVOURS, BoardFileError, defconfig_exists, g
 pytestmark = pytest.mark.usefixtures("kernel_cache_cleanup")
 
 
-# DESIGN.md "Facts the code depends on": (raspberrypi defconfig, ARCH, stock image), one board each.
+# docs/kernels.md "The Raspberry Pi facts the code relies on": (raspberrypi defconfig, ARCH, stock image), one board each.
 PI_ROWS = [
     ("bcmrpi_defconfig", "arm", "kernel.img"),
     ("bcm2709_defconfig", "arm", "kernel7.img"),

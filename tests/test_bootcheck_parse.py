@@ -243,7 +243,7 @@ SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[Heal
 def test_arbitrary_lines_never_crash(boot, lines, model, tryboot):
     c = resolve_text("\n".join(lines), boot, model, tryboot)
     assert all(isinstance(w, str) and w for w in c.warnings)
-    assert set(c.to_dict()) == {"kernel", "dtb", "initramfs", "cmdline", "warnings"}
+    assert set(c.to_dict()) == {"kernel", "dtb", "initramfs", "cmdline", "overlays", "warnings"}
 
 
 @SETTINGS

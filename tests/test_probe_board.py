@@ -69,7 +69,7 @@ def test_pi_metadata_and_telemetry_from_fixture_tree(probe, tmp_path):
     # What rtforge makes of it: every warning names the fix.
     result = RunResult(run_id="x", engine="probe", state="running", host="pi", start_time="2026-01-01T00:00:00+00:00")
     (tmp_path / "run-dir").mkdir()
-    (tmp_path / "run-dir" / "raw").symlink_to(out)
+    out.rename(tmp_path / "run-dir" / "raw")   # a run folder holds its raw/ (a link there would be refused)
     collect.finalize(result, tmp_path / "run-dir")
     assert result.state == "complete" and result.system["preempt_model"] == "rt"
     summary = telemetry_summary(result.telemetry)

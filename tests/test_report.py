@@ -183,7 +183,7 @@ def test_compare_overlay_and_svg_png(probe_run):
 
 
 def test_compare_ratios_reproduce_the_pi4_reference():
-    """DESIGN.md: Pi 4B, 4.19, idle: max 301 µs stock -> 93 µs RT (3.2×)."""
+    """docs/verdict.md (what people have published): Pi 4B, 4.19, idle: max 301 µs stock -> 93 µs RT (3.2×)."""
     stock = make_run([cyclictest_cpu(0, {20: 1000, 301: 1}, 0, 301, 400)], label="stock", preempt="voluntary-or-none")
     rt = make_run([cyclictest_cpu(0, {15: 1000, 93: 1}, 0, 93, 400)], label="rt")
     rows = compare_runs([stock, rt])

@@ -198,9 +198,10 @@ def test_the_settle_time_is_recorded_and_the_loads_ran_through_it(store):
 
 
 @pytest.mark.root
-def test_ctrl_c_before_measuring_stores_nothing_and_leaves_nothing(tmp_path):
-    """Interrupted while the loads settle: nothing was measured, so nothing
-    is kept -- and the loads are stopped all the same."""
+def test_ctrl_c_before_measuring_keeps_the_run_and_leaves_nothing(tmp_path):
+    """Interrupted while the loads settle: nothing was measured, but the run
+    is kept -- interrupted, with its settings and system -- as at any other
+    moment (issue 22); and the loads are stopped all the same."""
     env, tag = cli_env(tmp_path)
     p = start_cli(env, "latency", "--duration", "30s", "--load", "zero", "--settle-s", "20")
     d = run_dir_of(tmp_path / "results")
@@ -209,4 +210,6 @@ def test_ctrl_c_before_measuring_stores_nothing_and_leaves_nothing(tmp_path):
     _, err = p.communicate(timeout=60)
     assert p.returncode == 130, err
     assert wait_for(lambda: not tagged(tag), timeout=30)
-    assert not d.exists() and Store(tmp_path / "results").list() == []
+    [row] = Store(tmp_path / "results").list()
+    assert (row.run_id, row.state, row.loads) == (d.name, "interrupted", "zero")
+    assert sorted(p.name for p in d.iterdir()) == ["raw", "result.json"]   # the runner's inputs are gone

@@ -10,6 +10,7 @@ import time
 import pytest
 
 from rtforge.errors import UserError
+from rtforge.measure import lifecycle
 from rtforge.results.hist import Histogram
 from rtforge.results.model import FORMAT_VERSION, CpuResult, RunResult
 from rtforge.results.store import Store
@@ -92,6 +93,9 @@ def test_running_run_of_a_dead_owner_is_salvaged_from_the_checkpoint(store, prob
     time.sleep(2.5)
     p.kill()
     p.wait()
+    [row] = store.list()
+    assert row.state == "running"             # reading the store settles nothing, starts nothing
+    assert lifecycle.settle(store) == [r.run_id]
     [row] = store.list()
     assert row.state == "killed" and row.partial and row.max_ns is not None
     back = store.load(r.run_id)

@@ -313,7 +313,7 @@ def test_an_rtla_that_failed_is_reported(tmp_path):
 def test_a_finished_run_collects_its_trace(tmp_path, capsys):
     """A real probe run here, given the trace files a --trace run's runner
     writes: finishing it stores the spikes, and an rtla failure as a warning."""
-    from rtforge.results import collect
+    from rtforge.measure import lifecycle
     from rtforge.results.store import Store
 
     rd = ["--results-dir", str(tmp_path / "results")]
@@ -330,6 +330,6 @@ def test_a_finished_run_collects_its_trace(tmp_path, capsys):
     (raw / "trace" / "2.out").write_text("Failed to enable timerlat tracer\n")
     (raw / "trace" / "index").write_text(f"1 {started} {started + 1.25} 0\n2 {started + 1.3} {started + 1.4} 1\n")
     r.config["trace"] = True
-    collect.finish(r, run_dir)
+    lifecycle.finish(r, run_dir)
     assert [(s["cpu"], s["t_s"]) for s in r.trace["spikes"]] == [(0, 1.2), (1, 1.2)]
     assert any(w.startswith("the trace is incomplete: rtla exited with status 1") for w in r.warnings)

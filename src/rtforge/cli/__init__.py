@@ -46,7 +46,7 @@ def _options(version: bool = typer.Option(False, "--version", is_eager=True, cal
 
 
 # Command groups register themselves on `app`.
-from . import bench, bootcheck, device, doctor, importcmd, kernel, latency, remote, report, runs, tune  # noqa: E402,F401
+from . import bench, bootcheck, device, doctor, fleet, importcmd, kernel, latency, remote, report, runs, tune  # noqa: E402,F401
 from . import monitor  # noqa: E402,F401
 
 # --help lists the commands in the order of a user's journey, in panels.
@@ -56,6 +56,7 @@ JOURNEY = {
     "Kernels": ["kernel"],
     "Install": ["deploy", "kernels", "rollback", "target", "bootcheck"],
     "Diagnose": ["doctor", "tune"],
+    "Fleet": ["fleet"],
     "Monitor": ["monitor", "trend"],
 }
 
@@ -140,9 +141,33 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
+def _usable_streams() -> bool:
+    """stdout and stderr that can take any text: closed ones (`rtforge runs >&-`)
+    are an error said once, an encoding without µ or box lines
+    (PYTHONIOENCODING=ascii, LANG=C) writes escapes instead of failing."""
+    if sys.stdout is None:
+        if sys.stderr is not None:
+            print("rtforge: error: standard output is closed, so nothing could be shown: run the command with its "
+                  "output going somewhere", file=sys.stderr)
+        return False
+    for stream in (sys.stdout, sys.stderr):
+        if stream is not None and hasattr(stream, "reconfigure"):
+            try:
+                stream.reconfigure(errors="backslashreplace")
+            except (ValueError, OSError):
+                pass
+    return True
+
+
 def run() -> None:
     """Console-script entry point."""
-    status = main()
+    if not _usable_streams():
+        sys.exit(2)
+    try:
+        status = main()
+    except KeyboardInterrupt:  # between main's own handlers (a second Ctrl-C while it reports the first)
+        print("rtforge: interrupted", file=sys.stderr)
+        status = 130
     try:
         sys.stdout.flush()
     except OSError:  # `rtforge runs | head -1`, or stdout on a full disk

@@ -7,6 +7,7 @@ import json
 import re
 import sys
 import time
+from pathlib import Path
 
 import typer
 from rich.console import Console
@@ -15,6 +16,7 @@ from rich.progress import (BarColumn, DownloadColumn, MofNCompleteColumn, Progre
 
 from ..results.model import RunResult
 from ..results.stats import show_dict
+from ..measure import lifecycle
 from ..results.store import Store
 from .render import make_console, print_result, us
 
@@ -28,6 +30,14 @@ HOST_REQUIRED = "the board, over SSH: USER@HOST, HOST or a Host alias of your ss
 RUN_HELP = "a run: its id, a unique prefix of one, its label, or 'last'"
 # seconds between progress polls (tests poll faster); checked like every number
 POLL = typer.Option(None, "--poll-s", hidden=True, help="seconds between progress polls")
+
+
+def settled_store(results_dir: Path | None) -> Store:
+    """The store, with its stale runs settled first (owner gone: finished
+    from what they measured) -- once, by each command that shows runs."""
+    store = Store(results_dir)
+    lifecycle.settle(store)
+    return store
 
 
 def err_console() -> Console:

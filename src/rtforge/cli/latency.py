@@ -27,6 +27,7 @@ from ..measure.spec import (PHASES, LatencySpec, available_cpus, parse_cpu_list,
 from ..results.store import Store
 from ..device import SshTransport
 from . import app
+from .runs import check_label
 from .common import HOST_OPTIONAL, JSON, POLL, RESULTS_DIR, SSH_CONFIG, LiveLine, err_console, hint, show_run
 from .render import make_console
 
@@ -49,7 +50,8 @@ def parse_spec(*, duration, loops, interval_us, priority, policy, cpus, load, la
         interval_us=parse_int("--interval-us", interval_us, "interval_us"),
         priority=parse_int("--priority", priority, "priority"), policy=policy.strip().lower(),
         cpus=(parse_cpu_list(cpus, available_cpus()) if local else parse_cpu_list(cpus)) if cpus is not None else None,
-        loads=parse_loads(load), label=label, engine=engine.strip().lower(),
+        loads=parse_loads(load), label=check_label(label) or None if label is not None else None,
+        engine=engine.strip().lower(),
         spike_us=parse_number("--spike-us", spike_us, "spike_us") if spike_us is not None else None,
         histogram_us=parse_int("--histogram-us", histogram_us, "histogram_us") if histogram_us is not None else None,
         phase=phase.strip().lower(),
@@ -125,6 +127,14 @@ def latency(
     store = Store(results_dir)
     try:
         if stop is not None:  # a deliberate end: success, though the run is partial
+            given = [name for name, value in (("--duration", duration), ("--loops", loops), ("--cpus", cpus),
+                                               ("--load", load), ("--label", label), ("--spike-us", spike_us),
+                                               ("--histogram-us", histogram_us), ("--settle-s", settle_s),
+                                               ("--detach", detach or None), ("--trace", trace or None))
+                     if value is not None]
+            if given:
+                raise UserError(f"--stop ends a run that is going; {', '.join(given)} would start one: give "
+                                "either --stop RUN or the options of a new run")
             show_run(session.stop(stop, store, transport), store, as_json)
             return 0
         spec = parse_spec(duration=duration, loops=loops, interval_us=interval_us, priority=priority, policy=policy,

@@ -174,8 +174,11 @@ def make_console() -> Console:
 def print_result(r: RunResult, console: Console | None = None) -> None:
     console = console or make_console()
     console.print(run_header(r), highlight=False)
-    console.print("latency in µs", style="dim")
-    console.print(latency_table(r, console))
+    if r.cpus:
+        console.print("latency in µs", style="dim")
+        console.print(latency_table(r, console))
+    else:
+        console.print("nothing was measured", style="dim")
     console.print(shown(telemetry_line(r)), highlight=False)
     if irqs := irq_line(r):
         console.print(shown(irqs), highlight=False)

@@ -16,7 +16,7 @@ from ..results.display import known
 from ..results.store import Store
 from . import app
 from .bench import print_bench_compare
-from .common import RESULTS_DIR
+from .common import RESULTS_DIR, settled_store
 from .render import Col, cell, fitted, make_console, shown, us
 
 KINDS = ("hist", "timeline", "cdf", "compare")
@@ -52,7 +52,7 @@ def compare(
 ) -> None:
     """Runs side by side: min, avg, p99, p99.99, max, wake-ups, load, kernel, preemption
     (bench runs: median solve time and stress-ng rate per thread count)."""
-    loaded = _load(Store(results_dir), runs)
+    loaded = _load(settled_store(results_dir), runs)
     if one_kind(loaded) == "bench":
         bench_rows = compare_bench(loaded)
         if as_json:
@@ -124,7 +124,7 @@ def plot(
     fmt = output_format(output, fmt, PLOT_FORMATS, "plot")
     cycle_ns = parse_cycle_time(cycle_time) if cycle_time else None
     paths.check_output(output)
-    loaded = _load(Store(results_dir), runs)
+    loaded = _load(settled_store(results_dir), runs)
     _latency_only(loaded, "plot")
     if kind in ("hist", "timeline") and len(loaded) != 1:
         raise UserError(f"--kind {kind} plots one run; use --kind compare or cdf for several")
@@ -167,7 +167,7 @@ def report(
     fmt = output_format(output, fmt, REPORT_FORMATS, "report")
     cycle_ns = parse_cycle_time(cycle_time) if cycle_time else None
     output = paths.check_output(output)
-    loaded = _load(Store(results_dir), runs)
+    loaded = _load(settled_store(results_dir), runs)
     _latency_only(loaded, "report")
     from ..report import document  # matplotlib: only for the commands that draw
 

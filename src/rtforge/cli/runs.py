@@ -16,10 +16,9 @@ from ..results.bench import bench_show_dict
 from ..results.model import RunResult
 from ..results.stats import show_dict
 from ..results.importers import MAX_LABEL
-from ..results.store import Store
 from . import app
 from .bench import print_bench_result
-from .common import RESULTS_DIR, RUN_HELP
+from .common import RESULTS_DIR, RUN_HELP, settled_store
 from .render import Col, cell, clean, fitted, make_console, print_result, shown, us
 
 
@@ -37,7 +36,7 @@ def runs(
     reindex: bool = typer.Option(False, "--reindex", help="rebuild the index from the run directories first"),
 ) -> None:
     """List stored runs, oldest first."""
-    store = Store(results_dir)
+    store = settled_store(results_dir)
     if reindex:
         store.reindex()
     rows = store.list()
@@ -76,7 +75,7 @@ def show(
     as_json: bool = typer.Option(False, "--json", help="print the summary as JSON"),
 ) -> None:
     """Per-CPU latency statistics of one stored run (a bench run: its solve times)."""
-    store = Store(results_dir)
+    store = settled_store(results_dir)
     result = store.load(store.resolve(run))
     if result.kind == "bench":
         if as_json:
@@ -96,7 +95,7 @@ def label_cmd(
     results_dir: Optional[Path] = RESULTS_DIR,
 ) -> None:
     """Give a stored run a label, by which commands can name it (`rtforge compare stock rt`)."""
-    store = Store(results_dir)
+    store = settled_store(results_dir)
     run_id = store.resolve(run)
     new = check_label(label) or None
     others = [r.run_id for r in store.list() if new is not None and r.label == new and r.run_id != run_id]
@@ -118,7 +117,7 @@ def delete_cmd(
     results_dir: Optional[Path] = RESULTS_DIR,
 ) -> None:
     """Delete stored runs, their files and their index rows."""
-    store = Store(results_dir)
+    store = settled_store(results_dir)
     chosen = list(dict.fromkeys(store.resolve(ref) for ref in runs))
     results = [store.load(run_id) for run_id in chosen]
     for r in results:

@@ -1,12 +1,10 @@
 # shellcheck shell=sh
 # rtforge runner: one run (a latency measurement or a benchmark) on a
 # target, independent of the rtforge (and SSH session) that started it.
-# POSIX sh only (dash, busybox ash): a board needs no Python.  It runs the
-# same way on a board over SSH and on this machine: rtforge copies this file
-# with the programs into the run's directory and calls it as
-# `sh runner.sh COMMAND DIR [ARGS]`; `busy` and `list` also run from the
-# text itself, before a run directory exists.
-#
+# POSIX sh only (dash, busybox ash): a board needs no Python.  rtforge
+# copies it with the programs into the run's directory and calls it there
+# (`sh runner.sh COMMAND DIR [ARGS]`); on this machine, and for `busy` and
+# `list`, rtforge runs its own copy of the text (`sh -c TEXT runner ...`).
 # Run directory DIR = BASE/runs/RUN_ID (a board: BASE is /var/tmp/rtforge;
 # this machine: the run store, so DIR is the run's folder in it).
 # Written by rtforge before the start:
@@ -43,7 +41,8 @@
 # BASE/lock serializes starts (flock).
 #
 # A process is named by its pid *and* its start time (and, for the runner,
-# the boot id), so a pid reused after a crash or reboot is never mistaken for
+# the boot id, and in `reap`/`stop` its RTFORGE_RUN mark), so a pid reused
+# after a crash or reboot, or one named by a planted pid file, is never taken for
 # ours.  Loads and the engine run in their own sessions (setsid), so each is
 # signalled as a process group; the engines end cleanly on SIGINT/SIGTERM
 # with their data written.
@@ -76,6 +75,13 @@ pid_is() {
     proc_start "$1" && [ "$ST" = "$2" ] && [ "$PSTATE" != Z ]
 }
 
+# Does process $1 carry this run's mark (RTFORGE_RUN=$ID in its starting
+# environment)?  Checked where MARKED=1: `reap`/`stop` act on pid files they did not write.
+ours() {
+    [ -z "${MARKED:-}" ] && return 0
+    tr '\000' '\n' < "/proc/$1/environ" 2>/dev/null | grep -qx "RTFORGE_RUN=$ID"
+}
+
 # Is the process in pid file $1 ("PID START [BOOT]") alive?
 alive_file() {
     _p='' _t='' _b=''
@@ -103,9 +109,8 @@ release_board() {
     return 0
 }
 
-# Start `sh -c "exec CMD"` in a session of its own (a background child is
-# not a group leader, so setsid does not fork: $! is the process itself) and
-# record it in pid file $1.  $2: the quoted command, $3: its output file.
+# Start `sh -c "exec CMD" ($2)` in a session of its own (setsid does not fork
+# for a background child: $! is the process) into pid file $1, output file $3.
 start_group() {
     setsid sh -c "exec $2" > "$3" 2>&1 < /dev/null &
     _p=$!
@@ -113,9 +118,8 @@ start_group() {
     LAST=$_p
 }
 
-# Is any process of group $1 alive (zombies aside)?  A load's workers may
-# outlive its leader for a while (stress-ng --vm freeing gigabytes).
-# (`kill -s 0 -- -PGID` cannot tell: busybox refuses the "--" that dash needs.)
+# Is any process of group $1 alive (zombies aside)?  A load's workers may outlive
+# its leader (stress-ng --vm freeing gigabytes); busybox's kill cannot tell.
 group_alive() {
     _g=$1
     for _f in /proc/[0-9]*/stat; do
@@ -135,7 +139,7 @@ group_alive() {
 signal_group() {
     _p='' _t=''
     read -r _p _t 2>/dev/null < "$2" || return 1
-    proc_start "$_p" && [ "$ST" = "$_t" ] || return 1
+    proc_start "$_p" && [ "$ST" = "$_t" ] && ours "$_p" || return 1
     kill -s "$1" -- "-$_p" 2>/dev/null
     return 0
 }
@@ -165,7 +169,7 @@ stop_loads() {
         fi
         # Only groups whose leader is still ours (or our zombie): a pid is
         # not reused while it is a zombie, so the group id is safe to use.
-        if ! { proc_start "$_p" && [ "$ST" = "$_t" ]; }; then continue; fi
+        if ! { proc_start "$_p" && [ "$ST" = "$_t" ] && ours "$_p"; }; then continue; fi
         kill -s TERM -- "-$_p" 2>/dev/null
         _leaders="$_leaders $_p:$_t"
     done < "$R/loads.pids"
@@ -187,8 +191,7 @@ stop_loads() {
 }
 
 # Start the loads, then let them settle ($1 tenths) before measuring starts:
-# workers forking, memory being faulted in and files created are not the
-# load the run is meant to measure under.
+# workers forking and memory faulted in are not the load to measure under.
 start_loads() {
     : > "$R/loads.pids"
     for _f in "$D"/loads/*; do
@@ -256,6 +259,7 @@ finish() {
 
 cmd_run() {
     cd "$D" || exit 1
+    export RTFORGE_RUN="$ID"   # the mark every process of this run inherits (see `ours`)
     STOP='' ENGINE='' FAILED='' RC=''
     trap '' HUP
     trap 'on_signal INT' INT
@@ -316,10 +320,8 @@ cmd_run() {
 
 # rtla timerlat stops at the first wake-up over its threshold and prints its
 # analysis: start it again after each, up to trace.cmd's limit, until
-# trace.stop appears.  rtla runs in the background so this loop sees the
-# stop while it runs (a background job starts with SIGINT ignored; rtla sets
-# its own handler).  An rtla that ended without an analysis (an error, or
-# stopped) is not started again.
+# trace.stop appears (rtla runs in the background, so this loop sees the stop;
+# rtla sets its own SIGINT handler).  One that ended without an analysis ends it.
 cmd_trace() {
     cd "$D" || exit 1
     { read -r _limit; read -r _cmd; } < trace.cmd
@@ -372,14 +374,14 @@ cmd_start() {
     write_state starting
     printf '%s\n' "$launcher" > "$R/launcher"
     if [ "$launcher" = systemd ]; then
-        systemd-run --unit "rtforge-$ID" --collect --quiet -p TimeoutStopSec=30 \
+        systemd-run --unit "rtforge-$ID" --collect --quiet -p TimeoutStopSec=30 --setenv="RTFORGE_RUN=$ID" \
             /bin/sh "$D/runner.sh" run "$D" "$settle" 9>&- || { release_board; write_state failed "systemd-run failed"; }
     else
         # A new session has no controlling terminal whose hang-up could
         # reach it; nohup only where there is one (Debian's busybox has none).
         _nohup=
         command -v nohup > /dev/null 2>&1 && _nohup='nohup'
-        setsid $_nohup /bin/sh "$D/runner.sh" run "$D" "$settle" > "$R/runner.log" 2>&1 < /dev/null 9>&- &
+        RTFORGE_RUN=$ID setsid $_nohup /bin/sh "$D/runner.sh" run "$D" "$settle" > "$R/runner.log" 2>&1 < /dev/null 9>&- &
     fi
     # Hold the lock until the runner has recorded itself (so the next start
     # can check it) and the loads have settled, or it failed.
@@ -396,8 +398,7 @@ cmd_start() {
 }
 
 # One poll: a few short lines and the bytes of raw/$2 from offset $1 (the
-# engine's progress: the probe's series, cyclictest's status lines, the
-# benchmark's step log).  Builtins only, apart from tail.
+# engine's progress).  Builtins only, apart from tail.
 cmd_status() {
     _st=missing
     read -r _st 2>/dev/null < "$R/state"
@@ -416,7 +417,8 @@ cmd_status() {
 }
 
 cmd_stop() {
-    if alive_file "$R/runner.pid"; then
+    MARKED=1
+    if alive_file "$R/runner.pid" && ours "$_p"; then
         read -r _p _rest < "$R/runner.pid"
         printf '%s\n' "${1:-TERM}" > "$R/stop.sig.tmp" && mv -f "$R/stop.sig.tmp" "$R/stop.sig"
         kill -s TERM "$_p" && echo signalled && return 0
@@ -428,7 +430,8 @@ cmd_stop() {
 # the engine cleanly (SIGTERM keeps its data), the loads as groups -- and
 # record why the run ended.
 cmd_reap() {
-    if alive_file "$R/runner.pid"; then
+    MARKED=1
+    if alive_file "$R/runner.pid" && ours "$_p"; then
         echo running
         return 0
     fi

@@ -28,7 +28,6 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
-from .. import procfs
 from ..errors import UserError
 from ..results.model import RunResult
 from ..results.store import Store
@@ -37,7 +36,8 @@ from ..device import ConnectionLost, Transport
 from .engines import PRIVILEGE_HINT, EngineCommand, engine_command
 from .loads import HOST_LOADS, HostFlood, check_privileges, deadline_for, load_commands
 from .probebuild import build_probe
-from .runner import Runner, busy_with, held_signals, runner_text
+from .lifecycle import owner_of, runner_owner, runner_text
+from .runner import Runner, busy_with, held_signals
 from .spec import LatencySpec
 from .target import Contact, Target, check_tools, first_contact, make_target, target_loads, tools_for
 from . import trace as tracing
@@ -116,7 +116,7 @@ def launch(target: Target, contact: Contact, store: Store, result: RunResult, en
                 t.write_bytes(f"{d}/raw/runner/run.json", result.to_json().encode(), sudo=run.sudo,
                               step="recording the run's description")
         if target.local:
-            result.owner = {"pid": os.getpid(), "start_ticks": procfs.start_ticks(os.getpid())}
+            result.owner = owner_of(os.getpid())
             store.save(result)
             saved = True
         on_step("starting the run")
@@ -142,8 +142,7 @@ def launch(target: Target, contact: Contact, store: Store, result: RunResult, en
             detail = r.stdout.strip().removeprefix("started ") or r.stderr.strip() or f"exit status {r.returncode}"
             raise UserError(f"the run could not start on {t.name} ({detail}): nothing was measured")
         if target.local:
-            pid = Path(d, "raw", "runner", "runner.pid").read_text().split()
-            result.owner = {"pid": int(pid[0]), "start_ticks": int(pid[1])}  # the runner owns the run now
+            result.owner = runner_owner(Path(d))  # the runner owns the run now
             store.save(result)
     except BaseException:
         if not launched:

@@ -24,35 +24,19 @@ import signal
 import tarfile
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 
 from ..errors import UserError
-from ..results import collect
 from ..results.model import RunResult
 from ..results.store import Store
 from ..device import ConnectionLost, LocalTransport, Transport
+from . import lifecycle
 from .engines import ProgressReader
-from .loads import STOP_GRACE_S
+from .lifecycle import FINAL_STATES, runner_text
 
 BASE_DIR = "/var/tmp/rtforge"
-FINAL_STATES = tuple(collect.RUNNER_STATES)
-ENGINE_STOP_S = 15.0     # a probe ends within a second of SIGTERM, cyclictest too
-START_WAIT_S = 30.0      # the runner records itself and starts the engine (plus the settle time)
 PROGRESS_FILES = {"probe": "series.jsonl", "cyclictest": "cyclictest.out", "nqueens": "steps.log"}
 _RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-
-
-def runner_text() -> str:
-    """The runner script with rtforge's constants in it (defined once, here)."""
-    constants = "\n".join([
-        f'FINAL_STATES="{" ".join(FINAL_STATES)}"',
-        f"STOP_TENTHS={round(STOP_GRACE_S * 10)}",
-        f"ENGINE_STOP_TENTHS={round(ENGINE_STOP_S * 10)}",
-        f"START_WAIT_TENTHS={round(START_WAIT_S * 10)}",
-    ])
-    text = (resources.files("rtforge.data") / "runner.sh").read_text()
-    return text.replace("@CONSTANTS@", constants, 1)
 
 
 @contextmanager
@@ -163,8 +147,14 @@ class Runner:
         self._progress: ProgressReader | None = None
 
     def _runner(self, command: str, *args: str, write: bool = False, step: str, timeout: float | None = 120):
-        return self.t.run(["sh", f"{self.dir}/runner.sh", command, self.dir, *args], sudo=write and self.sudo,
-                          timeout=timeout, step=step)
+        # On this machine, rtforge's own runner: a runner.sh found in a run
+        # folder is data (a store may come from anywhere), never code run here.
+        # A board runs the copy rtforge put there: it is the board's own code.
+        if isinstance(self.t, LocalTransport):
+            argv = lifecycle.packaged_runner(command, self.dir, *args)
+        else:
+            argv = ["sh", f"{self.dir}/runner.sh", command, self.dir, *args]
+        return self.t.run(argv, sudo=write and self.sudo, timeout=timeout, step=step)
 
     def read_json(self) -> dict:
         """The run as rtforge described it when it started."""
@@ -224,17 +214,23 @@ class Runner:
         """Whether this run's directory is its folder in `store` (a run of this machine)."""
         return isinstance(self.t, LocalTransport) and Path(self.dir) == store.run_dir(self.run_id).resolve()
 
-    def finish(self, store: Store) -> RunResult:
-        """A run of this machine, ended: finish it in its store folder."""
+    def finish(self, store: Store, keep_empty: bool = False) -> RunResult:
+        """A run of this machine, ended: finish it in its store folder.  One
+        that measured nothing is forgotten -- unless keep_empty (it was
+        interrupted while its loads were starting: the user asked to keep
+        what there is, and its metadata is what there is)."""
         d = Path(self.dir)
-        doc = json.loads((d / "result.json").read_text())
-        result = RunResult.from_dict(doc)
+        result = store.load(self.run_id)
         try:
             _finish(result, d, f"run {self.run_id}")
         except NothingMeasured as e:
-            store.delete(self.run_id)
-            raise NothingMeasured(f"{e}{_tail_note(self.t, self.dir)}") from None
-        collect.remove_inputs(d)
+            if not keep_empty:
+                store.delete(self.run_id)
+                raise NothingMeasured(f"{e}{_tail_note(self.t, self.dir)}") from None
+            result.state, result.owner, result.cpus = "interrupted", None, []
+            result.end_reason = "interrupted before measuring began (the loads were starting)"
+            result.warnings = [f"{result.end_reason}: nothing was measured, the run's settings and system are kept"]
+        lifecycle.remove_inputs(d)
         store.save(result)
         return result
 
@@ -269,9 +265,9 @@ class Runner:
 
 
 def _finish(result: RunResult, d: Path, what: str) -> None:
-    """collect.finish, or NothingMeasured when the engine left nothing to read."""
+    """lifecycle.finish, or NothingMeasured when the engine left nothing to read."""
     try:
-        collect.finish(result, d)
+        lifecycle.finish(result, d)
     except UserError as e:
         raise NothingMeasured(f"{what} measured nothing ({_state_line(d)}; {e})") from None
     if result.kind != "bench" and not result.cpus:
@@ -279,7 +275,7 @@ def _finish(result: RunResult, d: Path, what: str) -> None:
 
 
 def _state_line(d: Path) -> str:
-    word, detail = collect.runner_state(d)
+    word, detail = lifecycle.runner_state(d)
     return f"{word} {detail}".strip() if word else "no state"
 
 

@@ -16,7 +16,6 @@ lets go of the run (LetGo), which goes on -- ending it is a deliberate
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass, field
 from typing import Callable
@@ -28,7 +27,7 @@ from ..device import ConnectionLost, LocalTransport, Transport
 from .launch import Started, start_run
 from .loads import HostFlood
 from .runner import NothingMeasured, Poll, Runner, held_signals, resolve_run
-from .spec import LatencySpec
+from .spec import LatencySpec, expected_s
 from .target import make_target
 
 # A board: one poll costs it ~5 ms of CPU (sshd's channel, the runner's
@@ -98,16 +97,15 @@ def follow(run: Runner, expected: float | None, *, poll_s: float,
             time.sleep(min(TICK_S, wait_s - waited))
 
 
-def collect(run: Runner, store: Store) -> RunResult:
+def collect(run: Runner, store: Store, keep_empty: bool = False) -> RunResult:
     """Bring a run whose runner is gone into the store: a board's is fetched
     (verified) and then removed there; this machine's is finished in its
     store folder.  A killed runner's leftovers are ended and the run marked
     killed first."""
     if run.in_store(store):
-        # read as it is (store.load would finish it itself, keeping even a run that measured nothing)
-        doc = json.loads((store.run_dir(run.run_id) / "result.json").read_text())
-        if doc.get("state") != "running":  # another rtforge (or `runs`) finished it already
-            return store.load(run.run_id)
+        stored = store.load(run.run_id)
+        if stored.state != "running":  # another rtforge (or `runs`) finished it already
+            return stored
     p = run.poll(progress=False)
     if p.alive:
         where = "" if run.in_store(store) else f" {run.t.name}"
@@ -116,7 +114,7 @@ def collect(run: Runner, store: Store) -> RunResult:
     if not p.final:
         run.reap()
     if run.in_store(store):
-        return run.finish(store)
+        return run.finish(store, keep_empty=keep_empty)
     try:
         result = run.fetch(store)
     except NothingMeasured:
@@ -149,7 +147,7 @@ def _end_here(run: Runner, store: Store, signal_name: str, state: str | None = N
     with held_signals():
         stop_run(run, signal_name)
         try:
-            result = collect(run, store)
+            result = collect(run, store, keep_empty=state is None)   # a Ctrl-C keeps even an empty run
         except NothingMeasured:
             return None
         if state:
@@ -271,8 +269,4 @@ def stop(ref: str, store: Store, transport: Transport | None = None, signal_name
 def _expected_s(doc: dict) -> float | None:
     """How long a run should take, from its description."""
     req, cfg = doc.get("requested") or {}, doc.get("config") or {}
-    if req.get("loops") and cfg.get("interval_us"):
-        return req["loops"] * cfg["interval_us"] / 1e6
-    if req.get("duration_s"):
-        return float(req["duration_s"])
-    return None
+    return expected_s(req.get("loops"), req.get("duration_s"), cfg.get("interval_us"))

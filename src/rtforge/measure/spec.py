@@ -197,11 +197,7 @@ class LatencySpec:
     @property
     def expected_s(self) -> float | None:
         """How long the measurement should take, when that is known."""
-        if self.loops:  # loops win over a duration, as in the engines' command lines
-            return self.loops * self.interval_us / 1e6
-        if self.duration_s:
-            return float(self.duration_s)
-        return None
+        return expected_s(self.loops, self.duration_s, self.interval_us)
 
     @property
     def spike_threshold_ns(self) -> int:
@@ -241,6 +237,16 @@ class LatencySpec:
         if self.label:
             argv += ["--label", self.label]
         return shlex.join(argv)
+
+
+def expected_s(loops: int | None, duration_s: float | None, interval_us: int | None) -> float | None:
+    """How long a run should measure: loops win over a duration, as in the
+    engines' command lines.  One rule for a spec and for a stored run."""
+    if loops and interval_us:
+        return loops * interval_us / 1e6
+    if duration_s:
+        return float(duration_s)
+    return None
 
 
 def available_cpus() -> set[int]:

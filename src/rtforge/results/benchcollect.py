@@ -16,6 +16,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from . import rawfile
 from .bench import parse_stress_ng_metrics, spread
 from .model import RunResult
 from .stats import SINCE_BOOT_SHIFT, THROTTLE_BITS
@@ -33,9 +34,11 @@ BUSY_FLOOR = 0.85           # CPU time / wall time per solver thread below this:
 def _throttled_during(before: str | None, after: str | None) -> list[str]:
     """Pi firmware throttling that happened during the benchmark: flags set
     now, or "since boot" flags that were not set before it."""
+    if before is None or after is None:
+        return []
     try:
         b, a = int(before, 16), int(after, 16)
-    except (TypeError, ValueError):
+    except ValueError:
         return []
     seen = (a & 0xF) | ((a & ~b) >> SINCE_BOOT_SHIFT & 0xF)
     return [name for bit, name in THROTTLE_BITS.items() if seen >> bit & 1]
@@ -66,7 +69,7 @@ def _warnings(n: int, system: dict, threads: list[int], usable: int, nqueens: li
                 f"{busy[len(busy) // 2]:.2f} of {expected} CPU{'s' if expected > 1 else ''} busy: other programs "
                 "(or a hypervisor) took CPU time, so these times are too slow: measure on an idle system"
             )
-    medians = [spread(e["elapsed_ns"])["median_s"] for e in nqueens if e["elapsed_ns"]]
+    medians = [m for e in nqueens if e["elapsed_ns"] and (m := spread(e["elapsed_ns"])["median_s"]) is not None]
     fastest = min(medians) if medians else None
     if fastest is not None and fastest < SHORT_SOLVE_S and n < N_MAX:
         better = min(N_MAX, n + math.ceil(math.log(SHORT_SOLVE_S / max(fastest, 1e-6), GROWTH_PER_N)))
@@ -77,10 +80,10 @@ def _warnings(n: int, system: dict, threads: list[int], usable: int, nqueens: li
     return warn
 
 
-def _read(path: Path) -> str:
+def _read(raw: Path, rel: str) -> str:
     try:
-        return path.read_text(errors="replace")
-    except OSError:
+        return rawfile.read_text(raw, rel) or ""
+    except rawfile.RawFileError:
         return ""
 
 
@@ -89,13 +92,13 @@ def bench_from_steps(result: RunResult, raw: Path) -> tuple[str, list[str]]:
     cfg = result.config
     n, steps = cfg["n"], cfg["steps"]
     threads = list(cfg["threads"])
-    done = len(_read(raw / "steps.log").splitlines())
+    done = len(_read(raw, "steps.log").splitlines())
     nq = {
         t: {"threads": t, "solutions": None, "elapsed_ns": [], "cpu_ns": [], "warmup_elapsed_ns": []} for t in threads
     }
     stress_runs, notes = [], list(cfg.get("notes") or [])  # what was known at the start (stress-ng missing)
     for i, s in enumerate(steps[:done]):
-        out = _read(raw / "steps" / f"{i + 1:03d}.out") + _read(raw / "steps" / f"{i + 1:03d}.err")
+        out = _read(raw, f"steps/{i + 1:03d}.out") + _read(raw, f"steps/{i + 1:03d}.err")
         if s["kind"] == "nqueens":
             doc = json.loads(out.strip().splitlines()[-1])
             entry = nq[s["threads"]]
@@ -122,7 +125,7 @@ def bench_from_steps(result: RunResult, raw: Path) -> tuple[str, list[str]]:
     stress = cfg.get("stress")
     after: dict[str, Any] = {}
     try:
-        after = json.loads(_read(raw / "meta-after.json") or "{}")
+        after = json.loads(_read(raw, "meta-after.json") or "{}")
     except json.JSONDecodeError:
         pass
     result.bench = {
@@ -135,7 +138,7 @@ def bench_from_steps(result: RunResult, raw: Path) -> tuple[str, list[str]]:
         "stress_ng": {**stress, "runs": stress_runs} if stress else None,
         "system_after": {k: after.get(k) for k in ("throttled_hex", "loadavg", "cpufreq")},
     }
-    clock = [float(v) for v in _read(raw / "uptime").split()[:2] if v.replace(".", "", 1).isdigit()]
+    clock = [float(v) for v in _read(raw, "uptime").split()[:2] if v.replace(".", "", 1).isdigit()]
     if len(clock) == 2:
         result.duration_s = clock[1] - clock[0]
     state = "complete" if done == len(steps) and not any("miscalculates" in w for w in notes) else "killed"

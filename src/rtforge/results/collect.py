@@ -1,36 +1,26 @@
-"""Turning a run's raw output into the stored result.
-
-One path for every ending: a run that finishes, one stopped on request, one
-whose rtforge was killed (finished later by `attach`, `fetch` or the next
-`runs`) and one whose runner or probe was killed all go through ``finish``
-(the runner's verdict, then ``finalize``); only the state differs.
-
-The runner (data/runner.sh) keeps its bookkeeping in raw/runner/: ``state``
-(one of RUNNER_STATES once it ended), ``events``, pid files and ``times``.
-Runs from before the runner, and the boot test's, have no such folder:
-their engine's own files decide.
+"""Turning a run's raw output into the stored result: ``finalize`` reads
+the engine's own files (the probe's, cyclictest's, a benchmark's) into the
+result.  It reads files only -- through rawfile, bounded and without
+following links -- and starts nothing: which state a run ended in, and
+when to finalize it, is the run lifecycle's (measure/lifecycle.py).
 """
 
 from __future__ import annotations
 
 import json
 import re
-import subprocess
 from email.utils import parsedate_to_datetime
 from pathlib import Path
 
-from . import cyclictest, probe_output, timerlat
+from . import cyclictest, probe_output, rawfile, timerlat
 from .checks import run_warnings
 from .hist import Histogram
 from .model import RunResult
 from .system import describe
 
-# The runner's final words -> result state ("done": the engine's own says).
-RUNNER_STATES = {"done": "complete", "interrupted": "interrupted", "killed": "killed", "failed": "failed"}
 # probe.json "state" -> result state
 _PROBE_STATES = {"done": "complete", "interrupted": "interrupted", "running": "killed", "failed": "failed"}
 EARLY_S = 5          # a worst case in the first seconds may be the loads starting, not the system
-REAP_TIMEOUT_S = 60  # the runner's reap ends the engine (15 s) and the loads (5 s)
 
 
 def _probe_bucket(v: int) -> tuple[int, int]:
@@ -100,10 +90,12 @@ def _from_probe(result: RunResult, raw: Path) -> tuple[str, list[str]]:
 
 
 def _from_cyclictest(result: RunResult, raw: Path) -> tuple[str, list[str]]:
-    path = raw / "cyclictest.json"
     state = "complete"
     try:
-        doc = json.loads(path.read_text())
+        data = rawfile.read_bytes(raw, "cyclictest.json")
+        if data is None:
+            raise ValueError("no cyclictest.json")
+        doc = json.loads(data)
         result.cpus = cyclictest.cpus_from_json(doc, result.config.get("histogram_us"))
         start, end = (parsedate_to_datetime(doc[k]) for k in ("start_time", "end_time"))
         result.duration_s = (end - start).total_seconds()
@@ -113,34 +105,24 @@ def _from_cyclictest(result: RunResult, raw: Path) -> tuple[str, list[str]]:
         counts = [c.count for c in result.cpus if c.count]
         if interval_us and counts:
             result.duration_s = round(max(counts) * interval_us / 1e6, 3)
-    except (OSError, ValueError, KeyError):
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
         # Killed before it could write JSON: its last status lines remain.
-        out = raw / "cyclictest.out"
-        text = out.read_text(errors="replace") if out.exists() else ""
+        text = rawfile.read_text(raw, "cyclictest.out") or ""
         result.cpus = cyclictest.cpus_from_status(text, result.config.get("cpus") or [])
         state = "killed"
     # The metadata was taken before cyclictest started, by a process that
     # held no /dev/cpu_dma_latency; cyclictest says on its first line
     # whether it held it, and that is the truth for this run.
-    if (m := _DMA_RE.search(_head(raw / "cyclictest.out"))) is not None:
+    if (m := _DMA_RE.search((rawfile.read_text(raw, "cyclictest.out") or "")[:4096])) is not None:
         result.system["cpu_dma_latency_us"] = int(m[1])
     monitor = raw / "monitor"
-    if (monitor / "probe.json").exists():
+    if rawfile.exists(raw, "monitor/probe.json"):
         meta = probe_output.read_probe_json(monitor)["meta"]
         result.telemetry = probe_output.telemetry_from_rows(probe_output.read_jsonl(monitor / "telemetry.jsonl"), meta)
     return state, []
 
 
 _DMA_RE = re.compile(r"^# /dev/cpu_dma_latency set to ([0-9]{1,9})us$", re.M)
-
-
-def _head(path: Path, limit: int = 4096) -> str:
-    """The first bytes of an engine's output (its header lines), or ''."""
-    try:
-        with open(path, "rb") as f:
-            return f.read(limit).decode("utf-8", "replace")
-    except OSError:
-        return ""
 
 
 def _from_bench(result: RunResult, raw: Path) -> tuple[str, list[str]]:
@@ -199,87 +181,14 @@ def finalize(result: RunResult, run_dir: Path, state: str | None = None, end_rea
     return result
 
 
-def runner_state(run_dir: Path) -> tuple[str | None, str]:
-    """(word, detail) of the runner's state file; (None, '') without one."""
-    path = run_dir / "raw" / "runner" / "state"
-    try:
-        word, _, detail = path.read_text().strip().partition(" ")
-    except OSError:
-        return None, ""
-    return word, detail
-
-
-def finish(result: RunResult, run_dir: Path) -> RunResult:
-    """A run whose runner has ended: its verdict, the engine's data, its notes."""
-    word, detail = runner_state(run_dir)
-    if word is None:
-        finalize(result, run_dir, end_reason=result.end_reason)
-    else:
-        state = RUNNER_STATES.get(word, "killed")
-        if word not in RUNNER_STATES:
-            detail = "the runner ended without saying how"
-        finalize(result, run_dir, state=None if state == "complete" else state, end_reason=detail or None)
-    events = run_dir / "raw" / "runner" / "events"
-    for note in events.read_text().splitlines() if events.exists() else []:
-        result.warnings.append(f"{note}: see raw/loads.log of this run for why")
-    if result.config.get("cpus") is None:
-        result.config["cpus"] = [c.cpu for c in result.cpus]
-    return result
-
-
 def engine_cpu_s(run_dir: Path) -> float | None:
     """CPU time (user + system) the engine used, from the runner's `times`
     before and after it: the children's line of each."""
-    path = run_dir / "raw" / "runner" / "times"
     try:
-        values = [float(m) * 60 + float(s) for m, s in re.findall(r"([0-9]+)m([0-9.]+)s", path.read_text())]
-    except OSError:
+        text = rawfile.read_text(run_dir, "raw/runner/times") or ""
+    except rawfile.RawFileError:
         return None
+    values = [float(m) * 60 + float(s) for m, s in re.findall(r"([0-9]{1,9})m([0-9.]{1,20})s", text)]
     if len(values) != 8:
         return None
     return (values[6] + values[7]) - (values[2] + values[3])
-
-
-def salvage(result: RunResult, run_dir: Path) -> RunResult:
-    """A run whose owner is gone: keep whatever the engine last wrote.  A run
-    of this machine still holds its runner: it is asked to end what the
-    killed run left behind (engine, loads, scratch files) -- or, when the
-    runner lives on (its rtforge was killed), the run stays running."""
-    runner = run_dir / "runner.sh"
-    if runner.exists():
-        try:
-            r = subprocess.run(["sh", str(runner), "reap", str(run_dir)], capture_output=True, text=True,
-                               timeout=REAP_TIMEOUT_S)
-        except (OSError, subprocess.TimeoutExpired):
-            r = None
-        if r is not None and r.stdout.strip() == "running":
-            pid = (run_dir / "raw" / "runner" / "runner.pid").read_text().split()
-            result.owner = {"pid": int(pid[0]), "start_ticks": int(pid[1])}
-            return result
-    try:
-        finish(result, run_dir)
-        result.end_reason = result.end_reason or "rtforge was killed"
-    except Exception as e:  # damaged raw output must not hide the run
-        result.state = "killed"
-        result.owner = None
-        result.warnings = [f"the raw output could not be read ({e}); only the metadata is kept"]
-    remove_inputs(run_dir)
-    return result
-
-
-# What a run folder holds only while its runner may need it.
-RUNNER_INPUTS = ("runner.sh", "rtprobe", "nqueens", "bench.sh", "engine.cmd", "monitor.cmd", "trace.cmd", "loads",
-                 "tmp")
-
-
-def remove_inputs(run_dir: Path) -> None:
-    """The run's programs and command files: once it ended, the store keeps
-    result.json and raw/ only (what a run fetched from a board holds)."""
-    import shutil
-
-    for name in RUNNER_INPUTS:
-        p = run_dir / name
-        if p.is_dir() and not p.is_symlink():
-            shutil.rmtree(p, ignore_errors=True)
-        elif p.exists() or p.is_symlink():
-            p.unlink(missing_ok=True)

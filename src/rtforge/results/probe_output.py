@@ -21,13 +21,13 @@ probe.json format history (PROBE_FORMAT in probe/rtprobe.h):
 
 from __future__ import annotations
 
+import heapq
 import json
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from ..errors import UserError
+from . import rawfile
 from .hist import Histogram
 from .model import CpuResult
 
@@ -38,11 +38,18 @@ TOP_SPIKES = 100
 def read_probe_json(raw: Path) -> dict[str, Any]:
     path = raw / "probe.json"
     try:
-        doc = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise UserError(f"{path} is missing: the probe never started in this run") from None
-    except json.JSONDecodeError as e:
-        raise UserError(f"{path}:{e.lineno}: not valid JSON ({e.msg})") from None
+        data = rawfile.read_bytes(raw, "probe.json")
+        if data is None:
+            raise UserError(f"{path} is missing: the probe never started in this run")
+        doc = json.loads(data)
+    except rawfile.RawFileError as e:
+        raise UserError(str(e)) from None
+    except RecursionError:
+        raise UserError(f"{path}: nested too deeply to be the probe's") from None
+    except ValueError as e:  # JSONDecodeError, UnicodeDecodeError
+        raise UserError(f"{path}:{getattr(e, 'lineno', 1)}: not valid JSON ({e})") from None
+    if not isinstance(doc, dict):
+        raise UserError(f"{path}: not the probe's JSON object")
     if doc.get("probe_format") not in PROBE_FORMATS:
         raise UserError(
             f"{path}: probe format {doc.get('probe_format')!r} is not one this rtforge reads; upgrade rtforge"
@@ -52,14 +59,15 @@ def read_probe_json(raw: Path) -> dict[str, Any]:
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
     """Whole lines only: a line cut by a crash is dropped, not an error."""
-    if not path.exists():
-        return []
     rows = []
-    for line in path.read_text().splitlines():
+    for line in rawfile.lines(path.parent, path.name):
         try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError:
+            row = json.loads(line)
+        except (ValueError, RecursionError):
             break
+        if not isinstance(row, dict):
+            break
+        rows.append(row)
     return rows
 
 
@@ -114,17 +122,11 @@ def telemetry_from_rows(rows: list[dict[str, Any]], meta: dict[str, Any]) -> dic
 
 def top_spikes(raw: Path, n: int = TOP_SPIKES) -> list[list[int]]:
     """The n largest logged spikes as [cpu, t_ns, lat_ns], largest first."""
-    path = raw / "spikes.csv"
-    if not path.exists() or path.stat().st_size == 0:
-        return []
-    lines = path.read_text().splitlines()[1:]
-    rows = []
-    for line in lines:
-        parts = line.split(",")
-        if len(parts) == 3 and all(p.isdigit() for p in parts):
-            rows.append(parts)
-    if not rows:
-        return []
-    arr = np.asarray(rows, dtype=np.int64)
-    order = np.argsort(-arr[:, 2], kind="stable")[:n]
-    return arr[order].tolist()
+    def rows():
+        for i, line in enumerate(rawfile.lines(raw, "spikes.csv")):
+            parts = line.strip().split(",")
+            if i and len(parts) == 3 and all(p.isdigit() and len(p) < 20 for p in parts):  # line 0: the header
+                yield [int(p) for p in parts]
+
+    # the n largest without holding every spike (a long run logs millions); ties keep their order
+    return heapq.nlargest(n, rows(), key=lambda r: r[2])

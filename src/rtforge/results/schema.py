@@ -117,7 +117,7 @@ HIST = {
     "overflow": COUNT, "range_max_ns": opt(INT),
 }
 SOURCE = {"file": opt(STR), "sha256": opt(STR), "format": opt(STR)}
-OWNER = {"pid": COUNT, "start_ticks": opt(INT)}
+OWNER = {"pid": COUNT, "start_ticks": opt(INT), "boot_id": opt(STR)}
 SERIES = {"t_s": list_of(NUM), "cpus": list_of(INT), "count": list_of(list_of(opt(NUM))),
           "max_ns": list_of(list_of(opt(NUM))), "overruns": list_of(list_of(opt(NUM))),
           "irqs": opt(list_of(list_of(opt(NUM)))), "irq_thread_pct": opt(list_of(opt(NUM))),

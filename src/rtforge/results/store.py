@@ -13,10 +13,17 @@ a run id that is not its folder's name) is listed as damaged with why and
 where, and never hides the others.  A read-only store is still read: the
 index is then built in memory.
 
-A run is saved with state "running" (and its owner's pid) before it starts.
-If the owner dies without finishing it (SIGKILL, power loss), the next
-listing notices and finalizes it from the engine's last checkpoint, marked
-partial: nothing measured is lost and nothing is invented.
+A run is saved with state "running" (and its owner) before it starts; the
+store itself never decides whether that owner lives, and starts no process
+and sends no signal: settling a run whose owner died is the lifecycle's
+(measure/lifecycle.py), done explicitly by the commands that show runs.
+
+The store opens only its own files: runs.db is never followed through a
+symbolic link, must be a regular file, and a database that is not an
+rtforge index (another application's) is never altered -- the index is
+then kept in memory and a warning says what to do.  Writers (an import, a
+run ending, a fetch, a relabel) take the store's lock (``writing``), so two
+imports of one file cannot both succeed.
 
 `last` is the run stored last (``stored_at``, set when a run is first
 saved), not the one that started last: an import of an old file is last
@@ -26,107 +33,113 @@ right after it is imported.
 from __future__ import annotations
 
 import errno
+import fcntl
 import logging
 import os
 import re
 import secrets
 import shutil
 import sqlite3
+import stat
 import tempfile
 from contextlib import contextmanager
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import List
 
-from .. import paths, procfs
+from .. import paths
 from ..paths import sync_dir
 from ..errors import UserError
-from . import collect
-from .model import RunResult
 from .display import clean
+from .index import (COLUMNS, INDEX_VERSION, _INSERT, _ORDER, DamagedRun, IndexRow, _create, _lstat, _memory,
+                    _ours, _read_only, _row, _sql)
+from .model import RunResult
 from .runfolder import damaged_source, file_key, read_result
 from .schema import RUN_ID_RE, Damaged
-from .stats import summarize_all
 
 log = logging.getLogger("rtforge")
-
-INDEX_VERSION = 3   # 3: loads NULL when unknown (an import), '' when none
-COLUMNS = (
-    "run_id", "kind", "engine", "label", "host", "kernel_release", "preempt_model", "loads",
-    "duration_s", "interval_us", "max_ns", "p99_ns", "start_time", "state", "source_sha256", "stored_at",
-)
-_INSERT = f"INSERT OR REPLACE INTO runs VALUES ({','.join('?' * (len(COLUMNS) + 1))})"
-_ORDER = "ORDER BY COALESCE(stored_at, start_time), run_id"
-
-
-@dataclass
-class IndexRow:
-    run_id: str
-    kind: str
-    engine: str
-    label: str | None
-    host: str
-    kernel_release: str | None
-    preempt_model: str | None
-    loads: str | None
-    duration_s: float | None
-    interval_us: int | None
-    max_ns: int | None
-    p99_ns: int | None
-    start_time: str
-    state: str
-    source_sha256: str | None
-    stored_at: str | None
-
-    @property
-    def partial(self) -> bool:
-        return self.state != "complete"
-
-
-@dataclass
-class DamagedRun:
-    """A run folder whose result cannot be read: what is wrong, and where."""
-
-    folder: str
-    path: str
-    why: str
-    source_sha256: str | None = None
-
-
-def _row(result: RunResult) -> tuple:
-    # Bench runs have no wake-ups: no max or p99; their duration is wall time.
-    summary = summarize_all(result) if result.kind != "bench" else None
-    loads = result.config.get("loads")
-    return (
-        result.run_id, result.kind, result.engine, result.label, result.host,
-        result.system.get("kernel_release"), result.system.get("preempt_model"),
-        None if loads is None else ",".join(map(str, loads)), result.duration_s, result.config.get("interval_us"),
-        summary.max_ns if summary else None, summary.p99_ns if summary else None, result.start_time, result.state,
-        (result.source or {}).get("sha256"), result.stored_at,
-    )
-
-
-def _sql(values: tuple) -> tuple:
-    """Values SQLite can store: a lone surrogate (from an undecodable argv or
-    file name, or an escaped one in a hand-edited result) becomes U+FFFD."""
-    return tuple(v.encode("utf-8", "surrogatepass").decode("utf-8", "replace") if isinstance(v, str) else v
-                 for v in values)
-
-
-def _owner_alive(owner: dict | None) -> bool:
-    if not owner:
-        return False
-    f = procfs.stat_fields(owner["pid"])  # a zombie (a runner not yet reaped by init) is not alive
-    return bool(f) and f[0] != "Z" and int(f[19]) == owner.get("start_ticks")
-
 
 class Store:
     def __init__(self, root: Path | str | None = None):
         self.root = Path(root) if root else paths.data_dir()
         self.runs_dir = self.root / "runs"
         self.db_path = self.root / "runs.db"
+        self._warned: set[str] = set()
+        self._held = 0   # writing() is re-entrant within this process
+
+    def _check_missing_root(self) -> None:
+        """A store that is not there is empty -- unless the path cannot be a
+        folder at all (a file, a symbolic link loop, a file among its parents):
+        then "no runs yet" would hide the mistake."""
+        try:
+            os.stat(self.root)
+        except FileNotFoundError:
+            if self.root.is_symlink():
+                raise UserError(f"the run store {self.root} is a symbolic link to nothing: give --results-dir a "
+                                "folder") from None
+            return
+        except OSError as e:
+            known = {errno.ELOOP: "a symbolic link loop", errno.ENOTDIR: "below a file, not a folder"}
+            why = known.get(e.errno or 0, e.strerror or str(e))
+            raise UserError(f"the run store {self.root} cannot be a folder ({why}): give --results-dir a folder, "
+                            "or fix RTFORGE_RESULTS_DIR / XDG_DATA_HOME") from None
+        raise UserError(f"the run store {self.root} is not a folder: give --results-dir a folder")
+
+    def _warn_once(self, message: str) -> None:
+        if message not in self._warned:
+            self._warned.add(message)
+            log.warning("%s", message)
+
+    @contextmanager
+    def writing(self):
+        """The store's writers' lock (an exclusive flock on <root>/.lock):
+        imports, runs ending, fetches and relabels change the store one at a
+        time, so a check-then-write (is this file imported?) cannot race."""
+        if self._held:
+            self._held += 1
+            try:
+                yield
+            finally:
+                self._held -= 1
+            return
+        self._writable_root()
+        lock = self.root / ".lock"
+        try:
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        except OSError as e:
+            why = "is a symbolic link" if e.errno == errno.ELOOP else f"cannot be opened ({e.strerror})"
+            raise UserError(f"the run store's lock {lock} {why}: remove it and try again") from None
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise UserError(f"the run store's lock {lock} is not a regular file: remove it and try again")
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            self._held = 1
+            yield
+        finally:
+            self._held = 0
+            os.close(fd)
 
     # -- run folders -------------------------------------------------------
+    def save(self, result: RunResult) -> Path:
+        """Write result.json atomically (synced, renamed), then index it."""
+        with self.writing():
+            return self._save_unlocked(result)
+
+    def add(self, result: RunResult, staging: Path) -> Path:
+        """Make a staging folder the run folder of result (see _add_unlocked)."""
+        with self.writing():
+            return self._add_unlocked(result, staging)
+
+    def relabel(self, run_id: str, label: str | None) -> RunResult:
+        """Give a stored run a new label (None: none); the index follows."""
+        with self.writing():
+            return self._relabel_unlocked(run_id, label)
+
+    def remove(self, run_id: str) -> None:
+        """Delete a stored run (see _remove_unlocked)."""
+        with self.writing():
+            self._remove_unlocked(run_id)
+
     def new_run_id(self, host: str, when: datetime | None = None) -> str:
         """<date>-<time>-<host>-<4 hex digits>; an import names its file
         instead of a host, so imports made in one second differ early."""
@@ -151,7 +164,7 @@ class Store:
             except OSError as e:
                 raise UserError(paths.os_error_sentence(d, e, "create the run store")) from None
 
-    def save(self, result: RunResult) -> Path:
+    def _save_unlocked(self, result: RunResult) -> Path:
         """Write result.json atomically (synced, renamed), then index it."""
         d = self.run_dir(result.run_id)
         self._writable_root()
@@ -179,7 +192,7 @@ class Store:
         except OSError as e:
             raise UserError(paths.os_error_sentence(self.runs_dir, e, "write into the run store")) from None
 
-    def add(self, result: RunResult, staging: Path) -> Path:
+    def _add_unlocked(self, result: RunResult, staging: Path) -> Path:
         """Make a staging folder (raw files inside) the run folder of result:
         result.json is written into it, then the folder is renamed into place,
         so a run appears whole or not at all.  The run id changes if taken."""
@@ -219,17 +232,10 @@ class Store:
         try:
             if d.is_symlink():
                 raise Damaged("its folder is a symbolic link")
-            result = read_result(d)
+            return read_result(d)
         except Damaged as e:
             raise UserError(f"run {run_id} is damaged: {d / 'result.json'}: {e}; "
                             "repair or delete that folder, or import the run again") from None
-        if result.state == "running" and not _owner_alive(result.owner):
-            result = collect.salvage(result, d)
-            try:
-                self.save(result)
-            except UserError as e:  # a read-only store: show it salvaged, store it later
-                log.warning("%s; run %s is shown finalized but stays 'running' on disk", e, run_id)
-        return result
 
     def delete(self, run_id: str) -> None:
         """Forget a run that never really started (a cleanup on a failed
@@ -267,13 +273,28 @@ class Store:
 
     def _open(self) -> sqlite3.Connection:
         if not self.root.is_dir():
-            if self.root.exists():
-                raise UserError(f"the run store {self.root} is not a folder: give --results-dir a folder")
+            self._check_missing_root()
             return _memory()  # nothing stored yet; reading must not create the store
+        before = _lstat(self.db_path)
+        if before is not None and not stat.S_ISREG(before.st_mode):
+            self._warn_once(f"the run index {self.db_path} is not a regular file (a symbolic link or a folder): "
+                            "rtforge does not follow it or write through it; the index is kept in memory -- "
+                            "remove it to have it rebuilt")
+            return _memory()
+        if before is not None and not _ours(self.db_path):
+            self._warn_once(f"{self.db_path} is not an rtforge index (another program's database?): rtforge leaves "
+                            "it as it is and keeps the index in memory; move it out of the store to have the index "
+                            "rebuilt")
+            return _memory()
         try:
             db = sqlite3.connect(self.db_path, timeout=30)
         except sqlite3.Error:
             return _memory()  # cannot even open it (a read-only folder without runs.db)
+        after = _lstat(self.db_path)
+        if after is None or not stat.S_ISREG(after.st_mode) or \
+                (before is not None and (before.st_dev, before.st_ino) != (after.st_dev, after.st_ino)):
+            db.close()  # swapped for something else while being opened: not ours to write
+            return _memory()
         try:
             version = db.execute("PRAGMA user_version").fetchone()[0]
             if version == INDEX_VERSION:
@@ -293,14 +314,15 @@ class Store:
             if _read_only(e):
                 db.close()
                 return _memory()
-            reason = e
+            reason: sqlite3.Error = e
         except sqlite3.DatabaseError as e:
             reason = e
         db.close()
         log.warning("the run index %s is unreadable (%s): rebuilding it from the run folders", self.db_path, reason)
         for suffix in ("", "-journal", "-wal", "-shm"):
             try:
-                Path(f"{self.db_path}{suffix}").unlink(missing_ok=True)
+                if (st := _lstat(Path(f"{self.db_path}{suffix}"))) is not None and stat.S_ISREG(st.st_mode):
+                    Path(f"{self.db_path}{suffix}").unlink()
             except OSError:
                 return _memory()
         try:
@@ -356,20 +378,12 @@ class Store:
             return db.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
 
     def list(self) -> list[IndexRow]:
-        """All readable runs, in the order they were stored; runs whose owner
-        died are finalized first."""
-        with self._index() as db:
-            running = [r[0] for r in db.execute("SELECT run_id FROM runs WHERE state = 'running'")]
-        for run_id in running:
-            try:
-                self.load(run_id)  # salvages when the owner is gone
-            except UserError:
-                pass  # damaged meanwhile: the next query lists it so
+        """All readable runs, in the order they were stored."""
         with self._index() as db:
             rows = db.execute(f"SELECT {','.join(COLUMNS)} FROM runs {_ORDER}").fetchall()
         return [IndexRow(*r) for r in rows]
 
-    def damaged(self) -> list[DamagedRun]:
+    def damaged(self) -> List[DamagedRun]:  # typing's List: `list` is a method of this class
         """Run folders that could not be read, with why and where."""
         with self._index() as db:
             rows = db.execute("SELECT folder, path, why, source_sha256 FROM damaged ORDER BY folder").fetchall()
@@ -406,14 +420,14 @@ class Store:
         more = f" and {len(matches) - 5} more" if len(matches) > 5 else ""
         raise UserError(f"'{clean(ref)}' names {len(matches)} runs: {shown}{more}; give the id, or more of it")
 
-    def relabel(self, run_id: str, label: str | None) -> RunResult:
+    def _relabel_unlocked(self, run_id: str, label: str | None) -> RunResult:
         """Give a stored run a new label (None: none); the index follows."""
         result = self.load(run_id)
         result.label = label
-        self.save(result)
+        self._save_unlocked(result)
         return result
 
-    def remove(self, run_id: str) -> None:
+    def _remove_unlocked(self, run_id: str) -> None:
         """Delete a stored run: its folder leaves the store in one rename
         (a reader sees it whole or not at all), then its files go."""
         d = self.run_dir(run_id)
@@ -441,25 +455,3 @@ def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="microseconds")
 
 
-def _memory() -> sqlite3.Connection:
-    db = sqlite3.connect(":memory:")
-    _create(db)
-    return db
-
-
-def _create(db: sqlite3.Connection) -> None:
-    cols = ", ".join(f"{c} TEXT PRIMARY KEY" if c == "run_id" else c for c in COLUMNS)
-    db.execute("DROP TABLE IF EXISTS runs")
-    db.execute("DROP TABLE IF EXISTS damaged")
-    db.execute(f"CREATE TABLE runs ({cols}, file_key TEXT)")
-    db.execute("CREATE INDEX runs_sha ON runs (source_sha256)")
-    db.execute("CREATE TABLE damaged (folder TEXT PRIMARY KEY, path TEXT, why TEXT, file_key TEXT, "
-               "source_sha256 TEXT)")
-    db.execute(f"PRAGMA user_version = {INDEX_VERSION}")
-    db.commit()
-
-
-def _read_only(e: sqlite3.OperationalError) -> bool:
-    """The index cannot be written here (a read-only or full disk): index in memory."""
-    text = str(e)
-    return any(w in text for w in ("readonly", "read-only", "unable to open", "disk is full", "disk I/O error"))

@@ -32,6 +32,10 @@ import re
 from pathlib import Path
 from typing import Any
 
+from . import rawfile
+
+MAX_TRACE_FILES = 1000
+
 _HIT = re.compile(r"^## CPU (\d+) hit stop tracing")
 _NUM = r"([0-9]+(?:\.[0-9]+)?)"
 _PART = re.compile(rf"^\s*(IRQ handler delay|IRQ latency|Timerlat IRQ duration|Blocking thread|NMI interference|"
@@ -122,17 +126,17 @@ def culprit(s: dict[str, Any]) -> str:
     where = f" in {frame}" if frame else ""
     over = {k: v for k, v in parts.items() if s["total_us"] is not None and v > s["total_us"]}
     if over:  # the parts of a latency cannot exceed it: the clock jumped (seen under emulation)
-        k = max(over, key=over.get)
+        k = max(over, key=lambda name: over[name])
         return (f"no one to blame: rtla's breakdown does not add up ({k.replace('_', ' ')} {_us(over[k])} "
                 f"in a {_us(s['total_us'])} latency), a clock jump rather than a thread")
-    if s["kind"] == "irq" or (parts and max(parts, key=parts.get) == "irq_delay"):
+    if s["kind"] == "irq" or (parts and max(parts, key=lambda name: parts[name]) == "irq_delay"):
         delay = parts.get("irq_delay")
         if s.get("exit_from_idle"):  # rtla's own verdict: the CPU was waking from a deep idle state
             return f"timer IRQ {_us(delay)} late leaving idle{where}"
         return f"timer IRQ delayed {_us(delay)}: IRQs off in {who}{where}"
     if not parts:
         return "no breakdown"
-    top = max(parts, key=parts.get)
+    top = max(parts, key=lambda name: parts[name])
     if top == "blocking":
         return f"{who} kept the CPU {_us(parts[top])}{where}"
     if top == "irq_duration":
@@ -153,16 +157,15 @@ def read_run(raw: Path) -> dict[str, Any] | None:
     """The trace of a run's raw/ folder: its spikes, each with the time into
     the run (seconds, from the runner's start uptime) and a culprit line."""
     folder = raw / "trace"
-    if not folder.is_dir():
+    if folder.is_symlink() or not folder.is_dir():
         return None
     try:
-        started = float((raw / "runner" / "started").read_text().split()[0])
-    except (OSError, ValueError, IndexError):
+        started = float((rawfile.read_text(raw, "runner/started") or "").split()[0])
+    except (rawfile.RawFileError, ValueError, IndexError):
         started = None
     index: dict[int, float] = {}
     status: dict[int, str] = {}
-    index_path = folder / "index"
-    for line in index_path.read_text().splitlines() if index_path.exists() else []:
+    for line in (rawfile.read_text(raw, "trace/index") or "").splitlines():
         f = line.split()
         if len(f) == 4 and f[0].isdigit():
             status[int(f[0])] = f[3]
@@ -170,12 +173,14 @@ def read_run(raw: Path) -> dict[str, Any] | None:
                 index[int(f[0])] = float(f[2])
             except ValueError:
                 continue
-    runs = sorted(int(p.stem) for p in folder.glob("*.out") if p.stem.isdigit())
+    # far more analyses than a run makes (measure/trace.py's limit is 50): a bound on what is read
+    runs = sorted(int(n[:-4]) for n in rawfile.names(raw, "trace") if n.endswith(".out") and n[:-4].isdigit()
+                  and len(n) < 12)[:MAX_TRACE_FILES]
     spikes = []
     idle = None
     failed = None
     for n in runs:
-        text = (folder / f"{n}.out").read_text(errors="replace")
+        text = rawfile.read_text(raw, f"trace/{n}.out") or ""
         if status.get(n, "0") != "0" and "hit stop tracing" not in text:
             first = next((line.strip() for line in text.splitlines() if line.strip()), "no output")
             failed = f"rtla exited with status {status[n]} ({first[:200]}): see raw/trace/{n}.out"
@@ -188,7 +193,7 @@ def read_run(raw: Path) -> dict[str, Any] | None:
             s["t_s"] = round(end - started, 1) if end is not None and started is not None else None
             s["culprit"] = culprit(s)
             spikes.append(s)
-    limit = (raw / "trace.out").exists() and "limit" in (raw / "trace.out").read_text()
+    limit = "limit" in (rawfile.read_text(raw, "trace.out") or "")
     return {"rtla_runs": len(runs), "spikes": spikes, "max_idle_exit": idle, "limit_reached": limit,
             "failed": failed}
 

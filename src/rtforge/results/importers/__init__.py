@@ -135,13 +135,17 @@ def import_file(path: Path | str, store: Store, label: str | None = None, stated
                 sha256 = copy_and_hash(f, copy, str(path))
             except OSError as e:
                 raise UserError(paths.os_error_sentence(store.root, e, "copy the file into the run store")) from None
-            existing = store.find_by_source(sha256)
-            if existing:
+            if existing := store.find_by_source(sha256):  # early, before a long parse; again below, locked
                 raise UserError(f"{path} was already imported as run {existing} (same sha256); "
                                 f"`rtforge show {existing}` shows it")
             result = _result(path, store, label, sha256, parse_source(Source.from_path(str(path), copy)), mtime,
                              stated or Stated())
-            store.add(result, staging)
+            with store.writing():  # the check and the add as one step: two imports of one file cannot both land
+                existing = store.find_by_source(sha256)
+                if existing:
+                    raise UserError(f"{path} was already imported as run {existing} (same sha256); "
+                                    f"`rtforge show {existing}` shows it")
+                store.add(result, staging)
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
             raise

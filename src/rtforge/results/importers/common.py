@@ -141,7 +141,7 @@ def top_spikes(spikes: list[tuple[int, int, int]]) -> list[list[int]]:
 
 def no_histogram_warning() -> str:
     return ("this output has no histogram (cyclictest ran without -h), so only min, average and max are known and "
-            "no percentile is: rerun cyclictest with -h N -q (N above the largest latency you expect), "
+            "no percentile is: next time, run cyclictest with -h N -q (N above the largest latency you expect), "
             "or measure with `rtforge latency --engine cyclictest`")
 
 
@@ -153,4 +153,4 @@ def nsecs_warning(how: str, size: int | None = None, overflow: int = 0, count: i
     lost = (f", so {overflow:,} of {count:,} samples fell beyond its {size} buckets (only wake-ups under {size} ns "
             "fit) and the percentiles among them are unknown") if overflow else ""
     return (f"the values are nanoseconds (cyclictest -N, recognised by {how}), and with -N cyclictest's histogram "
-            f"buckets are 1 ns wide{lost}: rerun without -N to get a histogram in µs")
+            f"buckets are 1 ns wide{lost}: next time, leave out -N for a histogram in µs")

@@ -74,15 +74,21 @@ def _system(doc: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
 
 
 def _times(doc: dict[str, Any]) -> tuple[str | None, float | None]:
+    """The run's start (ISO 8601, UTC) and length; None for what the file
+    does not say sensibly (a number, a year 9999 that leaves the calendar in UTC)."""
     def parse(key):
+        value = doc.get(key)
+        if not isinstance(value, str) or len(value) > 100:
+            return None
         try:
-            t = parsedate_to_datetime(doc.get(key))
+            t = parsedate_to_datetime(value)
+            t = t if t.tzinfo else t.replace(tzinfo=timezone.utc)
+            return t.astimezone(timezone.utc)
         except (TypeError, ValueError, IndexError, OverflowError):
             return None
-        return t if t.tzinfo else t.replace(tzinfo=timezone.utc)
     start, end = parse("start_time"), parse("end_time")
     duration = (end - start).total_seconds() if start and end and end >= start else None
-    return (start.astimezone(timezone.utc).isoformat(timespec="seconds") if start else None), duration
+    return (start.isoformat(timespec="seconds") if start else None), duration
 
 
 def read_json(src: Source) -> Parsed:
@@ -134,7 +140,7 @@ def read_json(src: Source) -> Parsed:
     rc = doc.get("return_code")
     if isinstance(rc, int) and rc != 0:
         warnings.append(f"cyclictest reported return code {rc}, so the run may have failed or stopped early: "
-                        "check the output it printed, and repeat the run")
+                        "check the output it printed before trusting these figures")
     system, host = _system(doc)
     start, duration = _times(doc)
     if pinned is None:

@@ -1,0 +1,144 @@
+"""The run store's SQLite index: its rows, how one is made from a result,
+and how the file is created -- or refused (see store.py's docstring).
+
+The index lists runs for speed; the run folders are the truth, and the
+index is rebuilt from them whenever it is missing, of another version or
+damaged.  It is only ever rebuilt when it is an rtforge index: the file
+header's application id says so (older indexes: their two tables).
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+
+from .model import RunResult
+from .stats import summarize_all
+
+INDEX_VERSION = 3   # 3: loads NULL when unknown (an import), '' when none
+COLUMNS = (
+    "run_id", "kind", "engine", "label", "host", "kernel_release", "preempt_model", "loads",
+    "duration_s", "interval_us", "max_ns", "p99_ns", "start_time", "state", "source_sha256", "stored_at",
+)
+_INSERT = f"INSERT OR REPLACE INTO runs VALUES ({','.join('?' * (len(COLUMNS) + 1))})"
+_ORDER = "ORDER BY COALESCE(stored_at, start_time), run_id"
+
+
+@dataclass
+class IndexRow:
+    run_id: str
+    kind: str
+    engine: str
+    label: str | None
+    host: str
+    kernel_release: str | None
+    preempt_model: str | None
+    loads: str | None
+    duration_s: float | None
+    interval_us: int | None
+    max_ns: int | None
+    p99_ns: int | None
+    start_time: str
+    state: str
+    source_sha256: str | None
+    stored_at: str | None
+
+    @property
+    def partial(self) -> bool:
+        return self.state != "complete"
+
+
+@dataclass
+class DamagedRun:
+    """A run folder whose result cannot be read: what is wrong, and where."""
+
+    folder: str
+    path: str
+    why: str
+    source_sha256: str | None = None
+
+
+def _row(result: RunResult) -> tuple:
+    # Bench runs have no wake-ups: no max or p99; their duration is wall time.
+    summary = summarize_all(result) if result.kind != "bench" else None
+    loads = result.config.get("loads")
+    return (
+        result.run_id, result.kind, result.engine, result.label, result.host,
+        result.system.get("kernel_release"), result.system.get("preempt_model"),
+        None if loads is None else ",".join(map(str, loads)), result.duration_s, result.config.get("interval_us"),
+        summary.max_ns if summary else None, summary.p99_ns if summary else None, result.start_time, result.state,
+        (result.source or {}).get("sha256"), result.stored_at,
+    )
+
+
+def _sql(values: tuple) -> tuple:
+    """Values SQLite can store: a lone surrogate (from an undecodable argv or
+    file name, or an escaped one in a hand-edited result) becomes U+FFFD."""
+    return tuple(v.encode("utf-8", "surrogatepass").decode("utf-8", "replace") if isinstance(v, str) else v
+                 for v in values)
+
+
+_APPLICATION_ID = 0x72746667   # 'rtfg' in the database header: this file is an rtforge index
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def _lstat(path: Path) -> os.stat_result | None:
+    try:
+        return os.lstat(path)
+    except OSError:
+        return None
+
+
+def _ours(path: Path) -> bool:
+    """Whether runs.db may be rebuilt: an rtforge index (its application id,
+    or an older index's two tables), or not a database at all (damage)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return False
+    with os.fdopen(fd, "rb") as f:
+        header = f.read(100)
+    if not header.startswith(_SQLITE_MAGIC) or len(header) < 100:
+        return True   # a truncated or garbage file where the index belongs: rebuilt, with a warning
+    if int.from_bytes(header[68:72], "big") == _APPLICATION_ID:
+        return True
+    try:
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)
+        try:
+            tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            columns = {r[1] for r in db.execute("PRAGMA table_info(runs)")}
+            version = db.execute("PRAGMA user_version").fetchone()[0]
+        finally:
+            db.close()
+    except sqlite3.Error:
+        return True   # damaged beyond reading: nobody's data
+    # an index from before the application id: rtforge's tables and columns, nothing else
+    return (not tables or (tables <= {"runs", "damaged"} and {"run_id", "file_key", "state"} <= columns)) \
+        and version in (0, 1, 2, 3)
+
+
+def _memory() -> sqlite3.Connection:
+    db = sqlite3.connect(":memory:")
+    _create(db)
+    return db
+
+
+def _create(db: sqlite3.Connection) -> None:
+    cols = ", ".join(f"{c} TEXT PRIMARY KEY" if c == "run_id" else c for c in COLUMNS)
+    db.execute("DROP TABLE IF EXISTS runs")
+    db.execute("DROP TABLE IF EXISTS damaged")
+    db.execute(f"CREATE TABLE runs ({cols}, file_key TEXT)")
+    db.execute("CREATE INDEX runs_sha ON runs (source_sha256)")
+    db.execute("CREATE TABLE damaged (folder TEXT PRIMARY KEY, path TEXT, why TEXT, file_key TEXT, "
+               "source_sha256 TEXT)")
+    db.execute(f"PRAGMA user_version = {INDEX_VERSION}")
+    db.execute(f"PRAGMA application_id = {_APPLICATION_ID}")
+    db.commit()
+
+
+def _read_only(e: sqlite3.OperationalError) -> bool:
+    """The index cannot be written here (a read-only or full disk): index in memory."""
+    text = str(e)
+    return any(w in text for w in ("readonly", "read-only", "unable to open", "disk is full", "disk I/O error"))
