@@ -22,7 +22,7 @@ from .support.procs import start_cli
 
 pytestmark = pytest.mark.root
 
-LINE = re.compile(r"^\d\d:\d\d:\d\d–\d\d:\d\d:\d\d  max +[0-9.]+ µs CPU\d+ +[0-9,]+ wake-ups")
+LINE = re.compile(r"^\d\d:\d\d:\d\d–\d\d:\d\d:\d\d  max +[0-9.]+ µs \(CPU \d+\)")
 
 
 def test_run_fetch_status_and_trend_here(tmp_path, capsys):

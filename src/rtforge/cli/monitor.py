@@ -73,18 +73,25 @@ def _utc(ns: int, fmt: str = "%H:%M:%S") -> str:
 
 
 def window_line(w: Window) -> str:
-    """One closed window in one 80-column line."""
-    worst = max((c for c in w.cpus if c.max_ns is not None), key=lambda c: c.max_ns, default=None)
-    most = f"max {worst.max_ns / 1000:8.1f} µs CPU{worst.cpu:<3}" if worst else "no wake-up"
-    temps = [t for t in w.tel.get("temp_max_mc") or [] if isinstance(t, int)]
-    extra = [f"{max(temps) / 1000:.0f} °C"] if temps else []
+    """One closed window in at most 80 columns: when, the worst wake-up and
+    its CPU, then what an operator looks for (overruns, an alert, a partial
+    window, the temperature -- dropped first when the line is full)."""
+    worst = max((c for c in w.cpus if c.max_ns is not None), key=lambda c: c.max_ns or 0, default=None)
+    most = f"max {worst.max_ns / 1000:8.1f} µs (CPU {worst.cpu})" if worst and worst.max_ns is not None \
+        else "no wake-up"
+    notes = []
     if w.overruns:
-        extra.append(f"{w.overruns} overruns")
+        notes.append(f"{w.overruns} overruns")
     if w.alert:
-        extra.append("ALERT")
+        notes.append("ALERT")
     if w.partial:
-        extra.append("partial")
-    return f"{_utc(w.start_ns)}–{_utc(w.end_ns)}  {most} {w.count:>10,} wake-ups  {' '.join(extra)}".rstrip()
+        notes.append("partial")
+    temps = [t for t in w.tel.get("temp_max_mc") or [] if isinstance(t, int)]
+    line = f"{_utc(w.start_ns)}–{_utc(w.end_ns)}  {most}"
+    for extra in (notes, [f"{max(temps) / 1000:.0f} °C"] if temps else []):
+        if extra and len(line) + 2 + len(" ".join(extra)) <= 80:
+            line += "  " + " ".join(extra)
+    return line
 
 
 def event_line(e: dict) -> str | None:

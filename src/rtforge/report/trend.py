@@ -79,11 +79,13 @@ def _when(ns: int) -> datetime:
 def _long_term(ax, t: HostTrend, colors: dict[str, str]) -> None:
     """Max per window over time: one point per window, in its kernel's colour."""
     for s in t.spans:
-        ws = [w for w in t.windows if (w.kernel, w.kver) == (s.release, s.version) and w.max_ns is not None]
-        if not ws:
+        pairs = [(w, m) for w in t.windows if (w.kernel, w.kver) == (s.release, s.version)
+                 and (m := w.max_ns) is not None]
+        if not pairs:
             continue
+        ws = [w for w, _ in pairs]
         x = date2num([_when((w.start_ns + w.end_ns) // 2) for w in ws])
-        y = np.array([w.max_ns / 1000 for w in ws])
+        y = np.array([m / 1000 for _, m in pairs])
         ax.plot(x, y, ".", ms=3, color=colors[s.label], label=plain(f"kernel {s.label}"))
         alert = np.array([w.alert is not None for w in ws])
         if alert.any():

@@ -209,12 +209,12 @@ def parse_window(d: Any, light: bool = False) -> Window:
             raise Damaged(f"its {k} is not a count")
     if d["end_ns"] < d["start_ns"] or not isinstance(d.get("life"), str) or not isinstance(d.get("cpus"), list):
         raise Damaged("its times, life or CPUs are not a window's")
-    alert = d.get("alert")
+    alert, lost = d.get("alert"), d.get("lost_windows")
     return Window(d["life"], d["n"], d["start_ns"], d["end_ns"], d.get("partial") is True, _text(d, "host"),
                   _text(d, "kernel"), _text(d, "kver"), d["interval_ns"], d["window_s"],
                   [_cpu(c, light) for c in d["cpus"]],
                   d["tel"] if isinstance(d.get("tel"), dict) else {}, alert if isinstance(alert, dict) else None,
-                  d.get("lost_windows") if _count(d.get("lost_windows")) else 0)
+                  lost if isinstance(lost, int) and _count(lost) else 0)
 
 
 @dataclass

@@ -70,3 +70,18 @@ def test_the_cli_refuses_before_connecting(capsys):
     assert "--min-span '30' has no unit" in capsys.readouterr().err
     assert main(["monitor", "status", "--ssh-config", "/etc/hostname"]) == 2
     assert "is for a board" in capsys.readouterr().err
+
+
+def test_a_window_fits_80_columns_whatever_it_holds():
+    from rtforge.cli.monitor import window_line
+    from rtforge.results.windows import parse_window
+
+    from ...support.soakdata import window
+
+    w = window(0, 1_800_000_000, [5000, 123_456_789], cpus=128, alert=True, partial=True)
+    w["cpus"][127]["overruns"] = 99_999
+    w["tel"]["temp_max_mc"] = [85_000]
+    line = window_line(parse_window(w))
+    assert len(line) <= 80 and "123456.8 µs (CPU 0)" in line and "ALERT partial" in line, line
+    calm = window_line(parse_window(window(1, 1_800_000_300, [5000, 42_000])))
+    assert calm.endswith("max     42.0 µs (CPU 0)  51 °C"), calm
