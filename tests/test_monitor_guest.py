@@ -26,7 +26,7 @@ from rtforge.cli import main
 from rtforge.device import SshTransport
 from rtforge.device.deploy_grub import deploy_grub, read_deb
 from rtforge.device.target import Target
-from rtforge.results.timerlat import culprit, parse as parse_timerlat
+from rtforge.results.timerlat import parse as parse_timerlat
 from rtforge.results.windows import read_events, read_windows
 
 pytestmark = [pytest.mark.slow, pytest.mark.root, pytest.mark.guest]
@@ -135,34 +135,50 @@ def test_a_new_kernel_is_recorded_and_an_alert_keeps_rtlas_analysis(guest, guest
         assert main(["monitor", "start", "guest", "--window", "5s", "--cpus", "0", "--alert-us", "20000", *ssh]) == 0
         assert "note:" not in capsys.readouterr().err  # rtla and timerlat are there
         assert " --rtla " in guest.ssh(f"systemctl cat {UNIT}").stdout.replace('"', " ")
-        wait_until("an rtla analysis after an alert window",
-                   lambda: guest.ssh(f"grep -l 'hit stop tracing' {STATE}/evidence/*/timerlat.out",
-                                     check=False).returncode == 0, timeout=600)
+        host = guest.ssh("uname -n").stdout.strip()
+        folder = tmp_path / "results" / "monitor" / host
+
+        def analyses() -> dict[str, str]:
+            """rtla's outputs whose run has ended (a timerlat event), fetched into the store."""
+            assert main(["monitor", "fetch", "guest", *ssh, *rd]) == 0
+            capsys.readouterr()
+            return {e["evidence"]: (folder / e["evidence"] / "timerlat.out").read_text()
+                    for e in read_events(folder) if e["event"] == "timerlat"}
+
+        def names_the_hog(s) -> bool:
+            """rtla names it as the thread that ran when the timer fired, or as the interference."""
+            b = s.get("blocking") or {}
+            threads = (s.get("interference") or {}).get("thread") or []
+            return (b.get("comm"), b.get("pid")) == (HOG, int(hog[0])) or \
+                any((t["name"], t["number"]) == (HOG, int(hog[0])) for t in threads)
+
+        # rtla analyses the next spike over the threshold after an alert window; the hog makes one
+        # every burst, so one of the (at most 12 a day) analyses names it
+        try:
+            outputs = wait_until("an rtla analysis naming the hog",
+                                 lambda: (o := analyses()) and any(names_the_hog(x) for t in o.values()
+                                                                   for x in parse_timerlat(t)) and o,
+                                 timeout=600, step=15)
+        except AssertionError:
+            with capsys.disabled():  # what rtla wrote, whole, for whoever reads the log
+                for name, text in analyses().items():
+                    print(f"[monitor guest] {name}/timerlat.out:\n{text}")
+            raise
     finally:
         guest.ssh(f"pkill -x {HOG}", check=False)
-    assert main(["monitor", "fetch", "guest", *ssh, *rd]) == 0
-    capsys.readouterr()
-    host = guest.ssh("uname -n").stdout.strip()
-    folder = tmp_path / "results" / "monitor" / host
     events = read_events(folder)
     (kernel,) = [e for e in events if e["event"] == "kernel"]
     assert kernel["from"]["release"] == guest_image.stock_release
     assert kernel["to"]["release"] == guest_image.rt_release and "PREEMPT_RT" in kernel["to"]["version"]
-    outputs = {e["evidence"]: (folder / e["evidence"] / "timerlat.out").read_text()
-               for e in events if e["event"] == "timerlat"}
     spikes = [s for text in outputs.values() for s in parse_timerlat(text)]
-    assert spikes, outputs
     assert all(s["cpu"] == 0 and s["total_us"] >= 20_000 for s in spikes), spikes  # rtla stopped over the threshold
-
-    def names_the_hog(s) -> bool:
-        """rtla names it as the thread that ran when the timer fired, or as the interference."""
-        b = s.get("blocking") or {}
-        threads = (s.get("interference") or {}).get("thread") or []
-        return (b.get("comm"), b.get("pid")) == (HOG, int(hog[0])) or \
-            any((t["name"], t["number"]) == (HOG, int(hog[0])) for t in threads)
-
-    assert any(names_the_hog(s) for s in spikes), [culprit(s) for s in spikes]
-    figure(capsys, "rtla analyses kept / naming the hog", (len(spikes), sum(map(names_the_hog, spikes))))
+    figure(capsys, "rtla outputs kept / analyses read / naming the hog",
+           (len(outputs), len(spikes), sum(map(names_the_hog, spikes))))
+    unread = [name for name, text in outputs.items() if "hit stop tracing" in text and not parse_timerlat(text)]
+    if unread:  # said, not failed: rtla's text is results/timerlat.py's to read
+        with capsys.disabled():
+            for name in unread:
+                print(f"[monitor guest] an analysis results/timerlat.py does not read, {name}:\n{outputs[name]}")
     alerts = [w for w in read_windows(folder) if w.alert]
     assert alerts and any((folder / w.alert["evidence"] / "spikes.csv").exists() for w in alerts)
 
