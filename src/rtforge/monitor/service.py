@@ -92,6 +92,10 @@ def start(transport: Transport, spec: MonitorSpec, *, on_step=lambda s: None) ->
         if owner:
             raise UserError(f"{transport.name} is measuring (run {owner}); a monitor beside it would spoil both: "
                             f"let it end, or end it with `rtforge latency {transport.name} --stop {owner}`")
+    other = _foreground(transport, spec.state_dir)
+    if other:
+        raise UserError(f"a monitor runs in the foreground {board.where(transport)} (pid {other}, writing "
+                        f"{spec.state_dir}); one monitor per folder: end it (Ctrl-C where it runs) and start again")
     if spec.textfile_dir is None and f.debian_textfile:
         spec.textfile_dir = DEBIAN_TEXTFILE_DIR
         notes.append(f"Prometheus: writing {DEBIAN_TEXTFILE_DIR}/rtforge.prom for the node exporter there")
@@ -125,6 +129,17 @@ def _wait_started(transport: Transport, spec: MonitorSpec) -> None:
             raise UserError(f"{UNIT} did not start {board.where(transport)} "
                             f"({show.get('ActiveState', '?')}/{show.get('SubState', '?')}): {_journal_tail(transport)}")
         time.sleep(0.5)
+
+
+def _foreground(transport: Transport, state_dir: str) -> str | None:
+    """The pid of a probe writing the folder outside the service, if one runs."""
+    state = _state(transport, state_dir)
+    pid = state.get("pid", "")
+    if state.get("running") != "1" or not pid.isdigit():
+        return None
+    comm = transport.run(["cat", f"/proc/{pid}/comm"]).stdout.strip()
+    main_pid = _show(transport).get("MainPID") if transport.which("systemctl") else None
+    return pid if comm == "rtprobe" and pid != main_pid else None
 
 
 def _state(transport: Transport, state_dir: str) -> dict[str, str]:
