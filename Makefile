@@ -1,8 +1,10 @@
 # rtforge: the two commands a newcomer needs are `make run` and `make test`.
 # Both run `setup` first, which is idempotent: it installs missing Debian
 # packages (when root), creates .venv and installs rtforge with its test extras.
-# `make check` is the fast loop for daily work (no kernel builds, no QEMU
-# guests, no `slow` end-to-end tests; 4.1 min on 2 cores), with the linters.
+# `make check` is the fast loop for daily work: the linters, tests/unit (pure
+# logic, ~30 s) and tests/integration (sshd, qemu-user, real short runs)
+# without the slow ones; tests/e2e (kernel builds, QEMU guests, reboots) and
+# every `slow` test run in `make test`.  `make unit` is the tier alone.
 
 PYTHON ?= python3
 VENV   := .venv
@@ -11,7 +13,7 @@ STAMP  := $(VENV)/.rtforge-installed
 
 # Debian packages the product and its tests use, grouped by why.
 # src/rtforge/data/tools.toml names the package of every tool rtforge runs;
-# tests/test_tools.py checks that each of those is listed here.
+# tests/integration/test_tools.py checks that each of those is listed here.
 DEBS_BASE    := python3 python3-venv gcc make libc6-dev procps util-linux coreutils git ca-certificates
 DEBS_MEASURE := rt-tests stress-ng iputils-ping
 # armel (ARMv6: Pi 1, Zero) next to armhf (ARMv7) and arm64: one per Pi CPU
@@ -40,7 +42,7 @@ DEBS_BACKPORTS := qemu-system-arm>=1:9 qemu-system-x86>=1:9 qemu-utils>=1:9 qemu
 C_PROGRAMS := probe nqueens bootinit
 SHELL_SCRIPTS := scripts/ensure-debs .ci/run .ci/cleanroot src/rtforge/data/runner.sh
 
-.PHONY: setup debs run test check lint bench matrix clean print-debs
+.PHONY: setup debs run test check unit lint bench matrix clean print-debs
 
 setup: debs $(STAMP)
 
@@ -70,7 +72,10 @@ test: setup lint
 # guest, nor take many seconds (`slow`: end-to-end deploys, reboots and
 # reconnections over SSH; `make test` runs them).
 check: setup lint
-	$(BIN)/pytest --durations=15 -m "not kernel and not guest and not slow"
+	$(BIN)/pytest --durations=15 -m "not kernel and not guest and not slow" tests/unit tests/integration
+
+unit: setup
+	$(BIN)/pytest tests/unit
 
 lint: setup
 	$(BIN)/ruff check src tests bench

@@ -1,7 +1,7 @@
 """Soak-monitor records written the way the probe writes them (probe/soak.c,
 docs/monitoring.md), for the tests of what reads them: windows with a
 chosen kernel, time and latencies, and the events between lives.  The
-probe's own output is tested against them in tests/test_monitor_probe.py,
+probe's own output is tested against them in tests/integration/test_monitor_probe.py,
 so a drift of either shows."""
 
 from __future__ import annotations

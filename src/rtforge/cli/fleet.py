@@ -29,9 +29,11 @@ from ..fleet import drive, inventory
 from ..fleet.playbook import Interrupted
 from ..fleet.status import NOT_REACHED, WORDS, Live, exit_status, result_json
 from ..results.store import Store
-from . import app
 from .common import RESULTS_DIR, err_console
 from .render import Col, cell, fitted, make_console, shown, us
+
+app = typer.Typer()  # this module's commands (cli/__init__.py's LazyGroup loads them)
+
 
 fleet_app = typer.Typer(help="Every board of an Ansible inventory at once: latency, deploy, doctor, fetch, report.",
                         no_args_is_help=True)

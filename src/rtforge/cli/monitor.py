@@ -21,10 +21,10 @@ from ..results.trend import Rule
 from ..results.windows import Window, parse_window
 from ..units import format_span, parse_span_s, shown
 from ..device import LocalTransport, SshTransport
-from . import app
 from .common import HOST_OPTIONAL, RESULTS_DIR, SSH_CONFIG, err_console
 from .render import make_console
 
+app = typer.Typer()
 monitor_app = typer.Typer(no_args_is_help=True, help="Soak monitoring: windowed maxima for days and months, "
                           "as a service on a board, with Prometheus metrics.")
 app.add_typer(monitor_app, name="monitor")

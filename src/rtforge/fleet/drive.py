@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from ..device.bundle import open_bundle
-from ..device.ssh import check_destination
+from ..device.deploy.bundle import open_bundle
+from ..device.transport.ssh import check_destination
 from ..errors import UserError
 from ..results.store import Store
 from ..units import shown

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import tools
+from ..device.transport.hosts import board_host
 from ..errors import UserError
 from ..units import shown
 
@@ -101,4 +102,8 @@ def load(source: str, limit: str | None = None) -> Inventory:
         if limit:
             raise UserError(f"--limit {shown(limit)} names no host of the inventory {shown(source, 400)}")
         raise UserError(f"the inventory {shown(source, 400)} names no host")
+    here = [h for h in hosts if board_host(h) is None]
+    if here:  # every rtforge command would take it for this machine, not a board over ssh
+        raise UserError(f"the inventory host {shown(here[0])} is what rtforge calls this machine: give the board "
+                        "another inventory name and its address in ansible_host")
     return Inventory(source, hosts, {h: hostvars.get(h) or {} for h in hosts}, groups)

@@ -30,7 +30,8 @@ from pathlib import Path
 from typing import Callable
 
 from .. import paths, tools
-from ..device.bundle import Bundle
+from ..device.deploy.bundle import Bundle
+from ..device.deploy.manifest import kernel_problems
 from ..errors import UserError
 from ..measure.probebuild import CROSS, build_probe, build_program
 from ..results.collect import finalize
@@ -206,7 +207,6 @@ def _run_qemu(argv: list[str], console: Path, timeout_s: float,
 
 def _boot_one(bundle: Bundle, store: Store, q: dict, kernel: Path, initrd: Path, logs: Path, timeout_s: float,
               probe_s: int, progress) -> BootTest:
-    m = bundle.manifest
     name = q["machine"]
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     console = logs / f"{name}-{stamp}.log"
@@ -215,7 +215,7 @@ def _boot_one(bundle: Bundle, store: Store, q: dict, kernel: Path, initrd: Path,
     seconds, timed_out = _run_qemu(argv, console, timeout_s, tick)
     text = console.read_text(errors="replace")
     uname_v, uname_r, realtime = _field(text, "UNAME-V"), _field(text, "UNAME-R"), _field(text, "REALTIME")
-    marker = m["uname_v_marker"]
+    marker = bundle.marker
     common = {"machine": name, "seconds": seconds, "console_log": console, "stand_in": bool(q.get("stand_in")),
               "quirks": q["quirks"]}
     if uname_v is None:
@@ -223,13 +223,8 @@ def _boot_one(bundle: Bundle, store: Store, q: dict, kernel: Path, initrd: Path,
         when = f"after {seconds:.0f} s" if not timed_out else f"within {timeout_s:.0f} s"
         reached = "" if why.kind == "panic" else f"did not reach /init {when}: "
         return BootTest(passed=False, sentence=f"{reached}{why.sentence()}", diagnosis=why, **common)
-    problems = []
-    if marker not in uname_v.split():
-        problems.append(f"uname -v lacks {marker}: '{uname_v}'")
-    if realtime not in ("absent", "1"):
-        problems.append(f"/sys/kernel/realtime is {realtime}")
-    if uname_r != bundle.release:
-        problems.append(f"uname -r is {uname_r}, not {bundle.release}")
+    problems = kernel_problems(marker, uname_v, None if realtime == "absent" else str(realtime),
+                               release=bundle.release, uname_r=uname_r)
     if "RTFORGE-DONE" not in text:
         why = diagnose(text) or explain_stop(text)
         problems.append(f"/init did not finish its {probe_s} s probe run: {why.sentence()}")

@@ -1,6 +1,6 @@
 """From a finished build to dist/<kernelrelease>-<board>/:
 
-    bundle/                     what `rtforge deploy` installs (device/bundle.py)
+    bundle/                     what `rtforge deploy` installs (device/deploy/bundle.py)
       manifest.json  boot/<image>  boot/*.dtb  boot/overlays/  lib/modules/<release>/
     <release>-<board>.tar.gz    the same bundle as one file
     *.deb                       Kbuild's bindeb-pkg (for apt/dpkg and GRUB boards)
@@ -19,8 +19,9 @@ from typing import Any
 
 from .. import __version__
 from ..errors import UserError
-from ..device.bundle import sha256_file, write_manifest
+from ..device.deploy.manifest import rt_marker, write_manifest
 from .boards import Board
+from .fetch import sha256_file
 from .kbuild import kbuild_env, make_argv, run_make
 
 
@@ -72,7 +73,8 @@ def package(tree: Path, build: Path, board: Board, flavour: str, config: dict[st
             (bundle / "lib/modules" / release / link).unlink(missing_ok=True)  # point into this host only
     # The configuration, as Debian keeps it in /boot: what exactly was built.
     shutil.copy2(build / ".config", bundle / f"config-{release}")
-    marker = "PREEMPT_RT" if config.get("PREEMPT_RT") == "y" else "RT"  # 4.x RT patches: "PREEMPT RT"
+    # A kernel whose RT option --allow-dropped let go keeps the old patches' word, and fails every check of it.
+    marker = rt_marker(config) or "RT"
     write_manifest(
         bundle,
         board=board.name,
