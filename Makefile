@@ -28,8 +28,10 @@ DEBS_LINT    := shellcheck
 # rtforge fleet runs ansible-playbook as a tool (like ssh), so Debian's: Debian 12's 2.14 has every feature the
 # collection uses, and its modules run under Ansible's own Python whichever venv rtforge is in
 DEBS_FLEET   := ansible-core
+# the soak monitor's metrics: the tests run the real node_exporter and Prometheus (promtool is in prometheus)
+DEBS_MONITOR := prometheus prometheus-node-exporter
 DEBS := $(DEBS_BASE) $(DEBS_MEASURE) $(DEBS_CROSS) $(DEBS_REPORT) $(DEBS_KERNEL) $(DEBS_TARGET) $(DEBS_LINT) \
-        $(DEBS_FLEET)
+        $(DEBS_FLEET) $(DEBS_MONITOR)
 # QEMU 9 or later emulates every Pi that QEMU has (raspi4b is new in 9.0);
 # Debian 12 ships 7.2, bookworm-backports 10.0.  qemu-user runs each Pi's CPU.
 # rtla: 6.1 in Debian 12 has no auto-analysis (--aa-only, which --trace uses), 6.12 in backports has.

@@ -10,10 +10,11 @@ SRC = Path(__file__).resolve().parents[2] / "src" / "rtforge"
 
 # layer -> the rtforge layers it may import (besides shared helpers)
 ALLOWED = {
-    "cli": {"kernel", "device", "measure", "results", "report", "fleet"},
+    "cli": {"kernel", "device", "measure", "monitor", "results", "report", "fleet"},
     "fleet": {"kernel", "device", "measure", "results", "report"},
     "kernel": {"device", "measure", "results"},
     "measure": {"device", "results"},
+    "monitor": {"device", "measure", "results"},
     "device": set(),
     "results": set(),
     "report": {"results"},
@@ -39,6 +40,7 @@ DEVICE_USERS = {
     "fleet": {"transport", "deploy"},
     "kernel": {"firmware", "deploy"},
     "measure": {"__init__", "transport"},
+    "monitor": {"__init__", "transport"},
 }
 
 

@@ -37,6 +37,7 @@ JOURNEY = {
                 "bootcheck": "bootcheck"},
     "Diagnose": {"doctor": "doctor", "tune": "tune"},
     "Fleet": {"fleet": "fleet"},
+    "Monitor": {"monitor": "monitor", "trend": "monitor"},
 }
 COMMANDS = {name: module for names in JOURNEY.values() for name, module in names.items()}
 PANELS = {name: panel for panel, names in JOURNEY.items() for name in names}
