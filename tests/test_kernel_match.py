@@ -277,3 +277,28 @@ def test_the_same_board_over_ssh(sshd, tmp_path):
     here = read_running(LocalTransport(), str(root))
     assert over_ssh.to_dict() | {"host": ""} == here.to_dict() | {"host": ""}
     assert over_ssh.config_text == here.config_text and over_ssh.refs[0].value == "stable_20250428"
+
+
+# ---------------------------------------------------------------- the trap: a kernel that is not really RT
+
+@pytest.mark.parametrize("config, uts, refused", [
+    ("CONFIG_EXPERT=y\nCONFIG_PREEMPT_RT=y\n", "#1 SMP PREEMPT_RT Thu Nov 26", None),
+    # a reused .config from a kernel without RT, which olddefconfig left so
+    ("CONFIG_PREEMPT=y\n# CONFIG_PREEMPT_RT is not set\n", "#1 SMP PREEMPT Thu Nov 26",
+     "the build's .config has CONFIG_PREEMPT_RT=n"),
+    # the .config says RT, but what was compiled in does not: a build from another .config
+    ("CONFIG_PREEMPT_RT=y\n", "#1 SMP PREEMPT Thu Nov 26",
+     'the kernel was compiled with "#1 SMP PREEMPT Thu Nov 26" as uname -v'),
+])
+def test_what_was_built_is_read_back(tmp_path, config, uts, refused):
+    from rtforge.kernel.build import check_built_rt
+
+    (tmp_path / "include/generated").mkdir(parents=True)
+    (tmp_path / ".config").write_text(config)
+    (tmp_path / "include/generated/utsversion.h").write_text(f'#define UTS_VERSION "{uts}"\n')
+    if refused is None:
+        check_built_rt(tmp_path, "PREEMPT_RT")
+        return
+    with pytest.raises(UserError) as e:
+        check_built_rt(tmp_path, "PREEMPT_RT")
+    assert str(e.value).startswith(refused) and "not packaged" in str(e.value) and "\n" not in str(e.value)
