@@ -17,7 +17,7 @@ on a real system; device nodes cannot be made in a user namespace, so
 debootstrap is told it runs in a container (container=lxc) and /dev comes
 from this machine as a bind mount.
 
-The cached root lives in <cache>/chroot/bookworm-arm64-<hash of this file>/
+The cached root lives in <cache>/chroot/bookworm-arm64-<hash of its recipe>/
 and is built under a lock in a .tmp folder renamed when complete.
 """
 
@@ -29,12 +29,13 @@ import os
 import shlex
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 from rtforge import paths
 
-from .guestimage import MIRROR, _remove, _run_logged, _say, default_cache
+from .guestimage import MIRROR, _remove, _run_logged, default_cache
 from .qemu_user import binfmt_line
 
 SUITE = "bookworm"
@@ -56,8 +57,17 @@ exec chroot "$ROOT" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/roo
 """
 
 
+def _say(msg: str) -> None:
+    print(f"[arm64 root] {msg}", file=sys.stderr, flush=True)
+
+
+# What the root is made of: a change here makes a new root (a change of the
+# code around it does not; bump RECIPE when the making itself changes).
+RECIPE = 1
+
+
 def recipe_hash() -> str:
-    return hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:12]
+    return hashlib.sha256(repr((RECIPE, SUITE, PACKAGES, MIRROR)).encode()).hexdigest()[:12]
 
 
 def run_in_root(root: Path, script: str, *, log: Path | None = None, cpu: str = "cortex-a72",
