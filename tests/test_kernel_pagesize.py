@@ -28,7 +28,7 @@ def test_16k_kernel_boots_with_16k_pages(tmp_path):
                                     options=["CONFIG_ARM64_16K_PAGES=y"], debs=False))
     bundle = open_bundle(result.dist)
     config = read_config(bundle.member(f"config-{result.release}"))
-    assert config["ARM64_16K_PAGES"] == "y" and config["ARM64_PAGE_SHIFT"] == "14"
+    assert config["ARM64_16K_PAGES"] == "y" and config["PAGE_SHIFT"] == "14"
     assert expected_page_size(bundle) == 16384
     [q] = bundle.manifest["emulated"]
     assert (q["machine"], q["cpu"]) == ("virt", "cortex-a76")
