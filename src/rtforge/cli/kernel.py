@@ -141,7 +141,7 @@ def build(
         config_only=config_only,
     )
     with LiveLine(err, count="bytes") as live:
-        result = build_kernel(spec, live.step)
+        result = build_kernel(spec, lambda what, done, total: _build_step(live, what, done, total))
     console = make_console()
     for note in result.notes:
         err.print(f"note: {note}", highlight=False)
@@ -160,6 +160,15 @@ def build(
     elif headers.get("why"):
         console.print(f"no headers for DKMS: {headers['why']}", highlight=False)
     console.print(f"next: rtforge kernel boot-test {result.dist}   (then rtforge deploy HOST {result.dist})")
+
+
+def _build_step(live: LiveLine, what: str, done: int | None, total: int | None) -> None:
+    """The line counts bytes (downloads, extraction); compiling counts objects,
+    so its count goes into the words rather than be shown as megabytes."""
+    if what == "compiling" and total:
+        live.step(f"compiling: {done} of ~{total} objects", None, None)
+    else:
+        live.step(what, done, total)
 
 
 def _read_match(host: str, sysroot: Path | None, ssh_config: Path | None, err: Console):
