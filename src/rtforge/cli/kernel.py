@@ -166,7 +166,9 @@ def _build_step(live: LiveLine, what: str, done: int | None, total: int | None) 
     """The line counts bytes (downloads, extraction); compiling counts objects,
     so its count goes into the words rather than be shown as megabytes."""
     if what == "compiling" and total:
-        live.step(f"compiling: {done} of ~{total} objects", None, None)
+        if live.what != what:
+            live.step(what, None, None)             # a new step: its own elapsed time
+        live.update(f"compiling: {done} of ~{total} objects")
     else:
         live.step(what, done, total)
 
