@@ -246,7 +246,7 @@ def tools_before(board: Board, spec: BuildSpec, source: str | None = None) -> li
         need += ["patch", "xz"]
     need += ["make", "gcc", "bc", "bison", "flex", "perl", f"{board.cross_compile}gcc"]
     if spec.debs:
-        need += ["dpkg-buildpackage", "dh_listpackages", "rsync", "cpio", "depmod",
+        need += ["dpkg-buildpackage", "dh_listpackages", "dpkg-deb", "rsync", "cpio", "depmod",
                  "/usr/include/openssl/opensslv.h", "/usr/include/gelf.h"]
         if os.geteuid() != 0:
             need.append("fakeroot")             # Kbuild's default KBUILD_PKG_ROOTCMD
