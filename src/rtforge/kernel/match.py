@@ -96,7 +96,7 @@ def check_board(k: RunningKernel, board: Board) -> None:
     others = [n for n in suggest_boards(k) if n != board.name]
     hint = f": use --board {' or --board '.join(others)}" if others else ""
     if k.machine and not board.fits_machine(k.machine):
-        raise UserError(f"{k.host} runs a {k.machine} kernel ({k.release}), and board {board.name} builds "
+        raise UserError(f"{k.host} runs {k.release}, an {k.machine} kernel, and board {board.name} builds "
                         f"{'/'.join(board.uname_m)} kernels{hint}")
     if k.model and not board.fits_model(k.model):
         raise UserError(f"{k.host} is a {k.model}, which board {board.name} does not build for "
