@@ -24,7 +24,8 @@ from .boards import Board, get_board
 from .fetch import kernel_cache
 from .kbuild import FRAGMENTS, ConfigResult, configure, make_argv, run_make
 from .kconfig import parse_option, read_config
-from .kdiff import Change, differences
+from .debian import VersionNotOffered
+from .kdiff import Change, differences, report_lines
 from .match import MatchPlan, check_board, check_tree, fixups, plan_source
 from .package import package
 from .rtpatch import prepare_rt_tree
@@ -168,7 +169,6 @@ def build_kernel(spec: BuildSpec, progress: Progress | None = None) -> BuildResu
 def _matched_source(plan: MatchPlan, running: RunningKernel, report):
     """The matched source, or -- when Debian no longer offers the exact
     package version -- the newest of the series, said so."""
-    from .debian import VersionNotOffered
     try:
         source = prepare_source(plan.spec, report)
     except VersionNotOffered as e:
@@ -200,7 +200,6 @@ def _match_base(plan: MatchPlan | None, running: RunningKernel | None, board: Bo
 
 
 def _report_text(running: RunningKernel, plan: MatchPlan, changes: list[Change]) -> str:
-    from .kdiff import report_lines
     head = [f"running kernel: {running.release} on {running.host} ({running.machine}"
             + (f", {running.model}" if running.model else "") + ")",
             f"its package: {running.package} {running.package_version}" if running.package else "its package: none",
