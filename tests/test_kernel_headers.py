@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from rtforge.kernel.headers import check_headers, headers_rule
+from rtforge.kernel.headers import cannot_build, check_headers, headers_rule
 
 RELEASE = "6.12.117-rt-rtforge"
 
@@ -78,3 +78,36 @@ def test_a_module_symvers_other_than_the_builds_is_refused(tmp_path, build, symv
     deb = make_deb(tmp_path, program(tmp_path, "aarch64-linux-gnu-gcc"), symvers)
     c = check_headers(deb, build, RELEASE, "arm64")
     assert not c.ok and ("has no Module.symvers" if symvers is None else "other than the build's") in c.sentence
+
+
+def test_sign_file_for_the_board_needs_the_boards_libcrypto(src612, src61):
+    """Rebuilt for the board, sign-file links the board's libcrypto: without
+    libssl-dev of that architecture here, the headers cannot be built."""
+    signed = {"MODULES": "y", "MODULE_SIG_FORMAT": "y"}
+    have = Path("/usr/lib/aarch64-linux-gnu/libcrypto.so").exists()
+    why = cannot_build(src612.path, "aarch64-linux-gnu-", signed)
+    assert (why is None) == have
+    if why:
+        assert "libssl-dev:arm64" in why and "dpkg --add-architecture arm64" in why
+    assert cannot_build(src612.path, "aarch64-linux-gnu-", {"MODULES": "y"}) is None      # no sign-file
+    assert cannot_build(src61.path, "aarch64-linux-gnu-", signed) is None                  # host programs: built here
+    assert cannot_build(src612.path, "x86_64-linux-gnu-", signed) is None or not Path(
+        "/usr/lib/x86_64-linux-gnu/libcrypto.so").exists()
+
+
+@pytest.mark.root
+@pytest.mark.slow
+@pytest.mark.kernel
+def test_a_signed_modules_build_without_the_boards_libcrypto_has_no_headers_and_says_why(tmp_path):
+    """Kbuild's own nokernelheaders profile leaves the package out; the kernel is built all the same."""
+    from rtforge.device.bundle import open_bundle
+    from rtforge.kernel.build import BuildSpec, build_kernel
+
+    if Path("/usr/lib/aarch64-linux-gnu/libcrypto.so").exists():
+        pytest.skip("the board's libcrypto is installed here: the headers can be built")
+    result = build_kernel(BuildSpec(board="qemu-virt-arm64", source="debian:6.12", dist=tmp_path,
+                                    options=["CONFIG_MODULES=y", "CONFIG_MODULE_SIG=y"]))
+    headers = open_bundle(result.dist).manifest["headers"]
+    assert headers["deb"] is None and "libssl-dev:arm64" in headers["why"], headers
+    debs = sorted(p.name for p in result.dist.glob("*.deb"))
+    assert any(d.startswith("linux-image-") for d in debs) and not any(d.startswith("linux-headers-") for d in debs)

@@ -18,7 +18,15 @@ Module.symvers against the build's (the CRCs a module is checked against
 when CONFIG_MODVERSIONS is on).  Only headers that pass both go into the
 bundle (bundle/headers/); otherwise the build says why there are none.
 
+One more of Kbuild's rules: rebuilt for the board, scripts/sign-file
+(CONFIG_MODULE_SIG) links the board's libcrypto, so the cross build needs
+the board architecture's libssl-dev here (mkdebian lists it as a
+Build-Depends for that reason).  Without it, bindeb-pkg is run with
+Kbuild's own build profile pkg.<source name>.nokernelheaders and the
+bundle says why it has no headers.
+
     headers_rule(tree) -> "target" | "host"
+    cannot_build(tree, board, config) -> why not, or None
     check_headers(deb, build, release, arch) -> HeadersCheck
 """
 
@@ -46,6 +54,24 @@ def headers_rule(tree: Path) -> str:
     if script.is_file() and 'HOSTCC="${CC}"' in script.read_text(errors="replace"):
         return "target"
     return "host"
+
+
+# Debian's architecture for a cross compiler's triplet (its multiarch folder)
+DEBARCH = {"aarch64-linux-gnu": "arm64", "arm-linux-gnueabihf": "armhf", "arm-linux-gnueabi": "armel",
+           "x86_64-linux-gnu": "amd64"}
+
+
+def cannot_build(tree: Path, cross_compile: str, config: dict[str, str]) -> str | None:
+    """Why Kbuild's headers package cannot be built on this machine, or None."""
+    if config.get("MODULES") != "y" or not cross_compile or headers_rule(tree) != "target":
+        return None
+    triplet = cross_compile.rstrip("-")
+    if config.get("MODULE_SIG_FORMAT") == "y" and not Path(f"/usr/lib/{triplet}/libcrypto.so").exists():
+        arch = DEBARCH.get(triplet, triplet)
+        return (f"its scripts/sign-file (CONFIG_MODULE_SIG) is built for the board and links the board's "
+                f"libcrypto, which is not installed here: `dpkg --add-architecture {arch} && apt-get install "
+                f"libssl-dev:{arch}` gives the next build its headers")
+    return None
 
 
 def elf_machine(data: bytes) -> int | None:

@@ -14,6 +14,7 @@ so a failed packaging never leaves a half bundle that deploy would trust.
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import tarfile
@@ -24,7 +25,7 @@ from .. import __version__
 from ..errors import UserError
 from ..device.bundle import sha256_file, write_manifest
 from .boards import Board
-from .headers import check_headers, headers_rule
+from .headers import cannot_build, check_headers, headers_rule
 from .kbuild import kbuild_env, make_argv, run_make
 
 
@@ -84,10 +85,12 @@ def package(tree: Path, build: Path, board: Board, flavour: str, config: dict[st
         (work / "match-report.txt").write_text(report or "")
     marker = "PREEMPT_RT" if config.get("PREEMPT_RT") == "y" else "RT"  # 4.x RT patches: "PREEMPT RT"
     debs_made: list[Path] = []
+    no_headers = cannot_build(tree, board.cross_compile, config) if debs else None
     if debs:
-        debs_made = _bindeb_pkg(tree, build, board, lv, release, log, jobs)
-    manifest_extra = {**manifest_extra, "headers": _headers(tree, build, board, config, release, debs,
-                                                            debs_made, bundle)}
+        debs_made = _bindeb_pkg(tree, build, board, lv, release, log, jobs, headers=no_headers is None)
+    headers = ({"deb": None, "why": f"the headers package was not built: {no_headers}"} if no_headers else
+               _headers(tree, build, board, config, release, debs, debs_made, bundle))
+    manifest_extra = {**manifest_extra, "headers": headers}
     write_manifest(
         bundle,
         board=board.name,
@@ -118,16 +121,19 @@ def package(tree: Path, build: Path, board: Board, flavour: str, config: dict[st
 
 
 def _bindeb_pkg(tree: Path, build: Path, board: Board, lv: list[str], release: str, log: Path,
-                jobs: int) -> list[Path]:
+                jobs: int, *, headers: bool) -> list[Path]:
     for old in build.parent.glob("*.deb"):
         old.unlink()
+    # Kbuild's own profile to leave the headers package out (scripts/package/mkdebian)
+    source = os.environ.get("KDEB_SOURCENAME") or "linux-upstream"
+    env = {} if headers else {"DEB_BUILD_PROFILES": f"pkg.{source}.nokernelheaders"}
     # -d: the build dependencies were checked by building; a cross build
     # would otherwise ask for the target architecture's libssl-dev.
     # KDEB_PKGVERSION ending in -1: the package revision, which bindeb-pkg
     # builds with, is then the build number of the bundle's image.
     run_make(make_argv(tree, build, board, ["bindeb-pkg"], jobs=jobs,
                        extra=lv + ["DPKG_FLAGS=-d", f"KDEB_PKGVERSION={release}-1"]),
-             log, what="make bindeb-pkg")
+             log, what="make bindeb-pkg", env=env)
     return sorted(build.parent.glob("*.deb"))  # Kbuild writes them next to the build directory
 
 
