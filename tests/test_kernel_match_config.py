@@ -177,3 +177,17 @@ def test_no_config_on_the_board_uses_the_defconfig_and_says_so(tmp_path):
     assert result.config.base == "defconfig" and result.changes == []
     assert result.match.instead[-1] == (f"{running.host} has no /proc/config.gz and no /boot/config-"
                                         "6.12.117+rpt-rpi-v8: configured from board pi4-64's defconfig instead")
+
+
+def test_a_debian_version_no_suite_offers_is_said(src612, tmp_path):
+    """The board runs a 6.12 that Debian no longer publishes: rtforge's apt is
+    asked, and the newest 6.12 is used instead, said so."""
+    gone = "6.12.9-1~bpo12+1"
+    root = debian("6.12.9+bpo-arm64", gone, config=None)
+    running = read_running(LocalTransport(), str(root.write(tmp_path / "board")))
+    result = build_kernel(BuildSpec(board="pi4-64", match=running, dist=tmp_path / "dist", config_only=True))
+    plan = result.match
+    assert plan.spec == "debian:6.12" and not plan.exact
+    assert plan.instead[0].startswith(f"no Debian suite offers linux-source-6.12 {gone} any more (offered: ")
+    assert plan.instead[0].endswith(": built from debian:6.12 instead")
+    assert f"{running.host} runs 6.12.9, and debian:6.12 is {src612.version}" in plan.instead[1]
