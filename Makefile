@@ -1,8 +1,10 @@
 # rtforge: the two commands a newcomer needs are `make run` and `make test`.
 # Both run `setup` first, which is idempotent: it installs missing Debian
 # packages (when root), creates .venv and installs rtforge with its test extras.
-# `make check` is the fast loop for daily work (no kernel builds, no QEMU
-# guests, no `slow` end-to-end tests; 4.1 min on 2 cores), with the linters.
+# `make check` is the fast loop for daily work: the linters, tests/unit (pure
+# logic, ~30 s) and tests/integration (sshd, qemu-user, real short runs)
+# without the slow ones; tests/e2e (kernel builds, QEMU guests, reboots) and
+# every `slow` test run in `make test`.  `make unit` is the tier alone.
 
 PYTHON ?= python3
 VENV   := .venv
@@ -11,7 +13,7 @@ STAMP  := $(VENV)/.rtforge-installed
 
 # Debian packages the product and its tests use, grouped by why.
 # src/rtforge/data/tools.toml names the package of every tool rtforge runs;
-# tests/test_tools.py checks that each of those is listed here.
+# tests/integration/test_tools.py checks that each of those is listed here.
 DEBS_BASE    := python3 python3-venv gcc make libc6-dev procps util-linux coreutils git ca-certificates
 DEBS_MEASURE := rt-tests stress-ng iputils-ping
 # armel (ARMv6: Pi 1, Zero) next to armhf (ARMv7) and arm64: one per Pi CPU
@@ -23,7 +25,13 @@ DEBS_KERNEL  := patch xz-utils bc bison flex libssl-dev libelf-dev kmod cpio rsy
                 linux-source-6.12 linux-source-6.1
 DEBS_TARGET  := openssh-server openssh-client sudo busybox debootstrap fdisk e2fsprogs apt
 DEBS_LINT    := shellcheck
-DEBS := $(DEBS_BASE) $(DEBS_MEASURE) $(DEBS_CROSS) $(DEBS_REPORT) $(DEBS_KERNEL) $(DEBS_TARGET) $(DEBS_LINT)
+# rtforge fleet runs ansible-playbook as a tool (like ssh), so Debian's: Debian 12's 2.14 has every feature the
+# collection uses, and its modules run under Ansible's own Python whichever venv rtforge is in
+DEBS_FLEET   := ansible-core
+# the soak monitor's metrics: the tests run the real node_exporter and Prometheus (promtool is in prometheus)
+DEBS_MONITOR := prometheus prometheus-node-exporter
+DEBS := $(DEBS_BASE) $(DEBS_MEASURE) $(DEBS_CROSS) $(DEBS_REPORT) $(DEBS_KERNEL) $(DEBS_TARGET) $(DEBS_LINT) \
+        $(DEBS_FLEET) $(DEBS_MONITOR)
 # QEMU 9 or later emulates every Pi that QEMU has (raspi4b is new in 9.0);
 # Debian 12 ships 7.2, bookworm-backports 10.0.  qemu-user runs each Pi's CPU.
 # rtla: 6.1 in Debian 12 has no auto-analysis (--aa-only, which --trace uses), 6.12 in backports has.
@@ -34,7 +42,7 @@ DEBS_BACKPORTS := qemu-system-arm>=1:9 qemu-system-x86>=1:9 qemu-utils>=1:9 qemu
 C_PROGRAMS := probe nqueens bootinit
 SHELL_SCRIPTS := scripts/ensure-debs .ci/run .ci/cleanroot src/rtforge/data/runner.sh
 
-.PHONY: setup debs run test check lint bench matrix clean print-debs
+.PHONY: setup debs run test check unit lint bench matrix clean print-debs
 
 setup: debs $(STAMP)
 
@@ -64,10 +72,14 @@ test: setup lint
 # guest, nor take many seconds (`slow`: end-to-end deploys, reboots and
 # reconnections over SSH; `make test` runs them).
 check: setup lint
-	$(BIN)/pytest --durations=15 -m "not kernel and not guest and not slow"
+	$(BIN)/pytest --durations=15 -m "not kernel and not guest and not slow" tests/unit tests/integration
+
+unit: setup
+	$(BIN)/pytest tests/unit
 
 lint: setup
 	$(BIN)/ruff check src tests bench
+	$(BIN)/mypy
 	shellcheck $(SHELL_SCRIPTS)
 	@for p in $(C_PROGRAMS); do \
 	    echo "cc -Wall -Wextra -Werror src/rtforge/$$p"; \

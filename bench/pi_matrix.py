@@ -33,7 +33,7 @@ import traceback
 from datetime import datetime, timezone
 from pathlib import Path
 
-from rtforge.device.bundle import open_bundle
+from rtforge.device.deploy.bundle import open_bundle
 from rtforge.errors import UserError
 from rtforge.kernel.boards import load_boards
 from rtforge.kernel.boottest import boot_test

@@ -1,4 +1,4 @@
-"""The two kinds of failure (DESIGN rule 4).
+"""The two kinds of failure (docs/architecture.md, rule 4).
 
 ``UserError`` is something the user can fix: the CLI prints its message as
 one line and exits 2.  Anything else is a bug in rtforge and exits 1 with a

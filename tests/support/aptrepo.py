@@ -12,7 +12,7 @@ and dpkg.  Its /etc/apt/apt.conf sets Dir to the tree (sources, lists,
 cache, the dpkg status file all live there) and passes dpkg --root=<tree>,
 so dpkg unpacks below the tree and keeps its database there; rtforge points
 apt at that file with APT_CONFIG for a target that lives under a root
-(Target.apt_get), and refuses such a target without one.  The package has no
+(Device.apt_get), and refuses such a target without one.  The package has no
 maintainer scripts, so nothing runs chrooted.  apt's locks are the tree's,
 so this machine's own apt is never blocked.  The tests check afterwards that
 this machine's /boot, /lib/modules and dpkg database did not change.

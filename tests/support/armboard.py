@@ -20,7 +20,7 @@ import signal
 import subprocess
 from pathlib import Path
 
-from rtforge.device.transport import Transport
+from rtforge.device.transport.transport import Transport
 from rtforge.kernel import debian, fetch
 
 from .qemu_user import binfmt_line
@@ -83,6 +83,12 @@ class ArmBoard(Transport):
 
     def _exec(self, argv, *, input, timeout):
         return subprocess.run(self._argv(argv), input=input, capture_output=True, timeout=timeout, env=self._env())
+
+    def local_argv(self, argv):
+        return self._argv(argv)
+
+    def local_env(self):
+        return self._env()
 
     def spawn(self, argv, *, log=None, errors_only=False):
         out = open(log, "ab") if log else subprocess.DEVNULL

@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 from pathlib import Path
 
-from rtforge.device.bundle import write_manifest
+from rtforge.device.deploy.manifest import write_manifest
 
 def arm64_image() -> bytes:
     """The 64-byte arm64 Image header (magic "ARM\\x64" at 0x38) and a body."""

@@ -6,9 +6,9 @@ temporary directory, reached by rtforge over the real loopback sshd (and its
 packages are installed there by the real apt and dpkg).  What boots after a
 reboot is decided by this module's own small firmware resolver, written from
 the Raspberry Pi documentation and deliberately *not* rtforge's model
-(rtforge.device.bootcfg / bootparse): deploy checks its tryboot.txt with that
+(rtforge.device.firmware.bootcfg / bootparse): deploy checks its tryboot.txt with that
 model, so a bug in it must not be able to make both sides agree.  The two are
-compared on documented cases in tests/test_firmware_crosscheck.py.
+compared on documented cases in tests/unit/device/test_firmware_crosscheck.py.
 
 Documentation sections cited below (raspberrypi/documentation, computers):
   [format]   config_txt "What is config.txt?", File format and include
@@ -28,9 +28,9 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from rtforge.device.bundle import write_manifest
-from rtforge.device.target import Target
-from rtforge.device.transport import ConnectionLost
+from rtforge.device.deploy.manifest import write_manifest
+from rtforge.device.transport.device import Device
+from rtforge.device.transport.transport import ConnectionLost
 
 ARM64_MAGIC_AT = 0x38  # arm64 Image header: "ARM\x64" at 0x38 (Linux Documentation/arch/arm64/booting.rst)
 LINE_LIMIT = 98        # [format]: characters past the 98th are ignored
@@ -223,7 +223,7 @@ def make_bundle(dest: Path, release: str = "6.12.0-rt5-rtforge", tag: str = "rt 
     return dest, hashlib.sha256(image).hexdigest()
 
 
-class SimulatedPi(Target):
+class SimulatedPi(Device):
     reboot_tools = ()          # the firmware and its reboots are simulated here
 
     def __init__(self, transport, root: Path, kernels: dict[str, SimKernel], model: str = "pi4"):

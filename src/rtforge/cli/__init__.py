@@ -10,6 +10,8 @@ store rebuilding its index, say) come through the "rtforge" logger.
 
 from __future__ import annotations
 
+import difflib
+import importlib
 import logging
 import os
 import re
@@ -19,12 +21,62 @@ import threading
 
 import click
 import typer
+from typer.core import TyperGroup
 
 from .. import __version__
 from ..errors import UserError
 
+# --help lists the commands in the order of a user's journey, in panels:
+# panel -> {command: the module of rtforge.cli that defines it}.
+JOURNEY = {
+    "Measure": {"latency": "latency", "attach": "latency", "fetch": "remote", "import": "importcmd", "runs": "runs",
+                "show": "runs", "label": "runs", "delete": "runs", "bench": "bench"},
+    "Evidence": {"compare": "report", "plot": "report", "report": "report"},
+    "Kernels": {"kernel": "kernel"},
+    "Install": {"deploy": "device", "kernels": "device", "rollback": "device", "target": "device",
+                "bootcheck": "bootcheck"},
+    "Diagnose": {"doctor": "doctor", "tune": "tune"},
+    "Fleet": {"fleet": "fleet"},
+    "Monitor": {"monitor": "monitor", "trend": "monitor"},
+}
+COMMANDS = {name: module for names in JOURNEY.values() for name, module in names.items()}
+PANELS = {name: panel for panel, names in JOURNEY.items() for name in names}
+
+
+class LazyGroup(TyperGroup):
+    """The top-level command group: a command's module is imported when that
+    command runs, not before -- `rtforge latency` loads neither the kernel
+    builder nor matplotlib, which matters when a fleet starts one rtforge
+    per board.  Each module of rtforge.cli defines its commands on an `app` of
+    its own."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(COMMANDS)
+
+    def resolve_command(self, ctx: click.Context, args: list[str]):
+        try:
+            return click.Group.resolve_command(self, ctx, args)
+        except click.UsageError as e:  # typer suggests from loaded commands only: none are, yet
+            close = difflib.get_close_matches(args[0], list(COMMANDS)) if args else []
+            if close and "Did you mean" not in e.message:
+                e.message = f"{e.message.rstrip('.')}. Did you mean {', '.join(repr(m) for m in close)}?"
+            raise
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name not in COMMANDS:
+            return None
+        module = importlib.import_module(f"{__name__}.{COMMANDS[name]}")
+        cmd = typer.main.get_command(module.app)
+        if isinstance(cmd, click.Group):
+            cmd = cmd.get_command(ctx, name)
+        if cmd is not None:
+            cmd.rich_help_panel = PANELS[name]  # type: ignore[attr-defined]
+        return cmd
+
+
 app = typer.Typer(
     name="rtforge",
+    cls=LazyGroup,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     help="Build, install and prove a PREEMPT_RT Linux for the Raspberry Pi.\n\n"
@@ -43,30 +95,6 @@ def _version(value: bool) -> None:
 def _options(version: bool = typer.Option(False, "--version", is_eager=True, callback=_version,
                                           help="print rtforge's version and exit")) -> None:
     """Build, install and prove a PREEMPT_RT Linux for the Raspberry Pi."""
-
-
-# Command groups register themselves on `app`.
-from . import bench, bootcheck, device, doctor, importcmd, kernel, latency, remote, report, runs, tune  # noqa: E402,F401
-
-# --help lists the commands in the order of a user's journey, in panels.
-JOURNEY = {
-    "Measure": ["latency", "attach", "fetch", "import", "runs", "show", "label", "delete", "bench"],
-    "Evidence": ["compare", "plot", "report"],
-    "Kernels": ["kernel"],
-    "Install": ["deploy", "kernels", "rollback", "target", "bootcheck"],
-    "Diagnose": ["doctor", "tune"],
-}
-
-
-def journey_order(group: click.Group) -> click.Group:
-    """The commands of the top-level group in JOURNEY's panels and order
-    (typer lists them in the order of the group's dict)."""
-    rank = {name: (p, i) for p, names in enumerate(JOURNEY.values()) for i, name in enumerate(names)}
-    panels = {name: panel for panel, names in JOURNEY.items() for name in names}
-    for name, cmd in group.commands.items():
-        cmd.rich_help_panel = panels.get(name, "Other")  # type: ignore[attr-defined]
-    group.commands = dict(sorted(group.commands.items(), key=lambda kv: rank.get(kv[0], (99, 0))))
-    return group
 
 
 def _sigterm_as_interrupt(signum, frame):
@@ -101,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
     _warnings_to_stderr()
-    command = journey_order(typer.main.get_command(app))
+    command = typer.main.get_command(app)
     args = sys.argv[1:] if argv is None else argv
     try:
         rv = command.main(args=args, prog_name="rtforge", standalone_mode=False)

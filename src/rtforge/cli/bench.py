@@ -18,10 +18,12 @@ from ..measure.bench import DEFAULT_N, N_RANGE, BenchSpec, parse_threads, run_be
 from ..results.bench import bench_show_dict, summarize_bench
 from ..results.model import RunResult
 from ..results.store import Store
-from ..device import SshTransport
-from . import app
+from ..device import board_host, open_transport
 from .common import HOST_OPTIONAL, RESULTS_DIR, SSH_CONFIG, LiveLine
 from .render import make_console
+
+app = typer.Typer()  # this module's commands (cli/__init__.py's LazyGroup loads them)
+
 
 bench_app = typer.Typer(no_args_is_help=True, help="Throughput benchmarks: what a PREEMPT_RT kernel costs.")
 app.add_typer(bench_app, name="bench")
@@ -63,6 +65,7 @@ def cpu(
     as_json: bool = typer.Option(False, "--json", help="print the result as JSON (as `show --json`)"),
 ) -> int:
     """N-queens solve time with 1 and all CPUs, and stress-ng bogo ops/s: stored as a run of kind bench."""
+    host = board_host(host)
     spec = BenchSpec(
         n=n,
         threads=parse_threads(threads),
@@ -76,7 +79,7 @@ def cpu(
     spec.validate()  # before connecting: bad input leaves no trace anywhere
     if ssh_config is not None and host is None:
         raise UserError("--ssh-config names how to reach a HOST: give the HOST too")
-    transport = SshTransport(host, ssh_config=ssh_config) if host else None
+    transport = open_transport(host, ssh_config)
     store = Store(results_dir)
     console = make_console()
     try:
@@ -90,8 +93,7 @@ def cpu(
         print("rtforge: interrupted: the benchmark was stopped on the target and nothing was stored", file=sys.stderr)
         return 130
     finally:
-        if transport is not None:
-            transport.close()
+        transport.close()
     if as_json:
         print(json.dumps(bench_show_dict(result), indent=1))
     else:

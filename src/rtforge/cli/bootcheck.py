@@ -8,9 +8,11 @@ from pathlib import Path
 import typer
 
 from ..errors import UserError
-from ..device.bootcfg import BootChoice, check, resolve
-from ..device.pimodels import pi_model, pi_models
-from . import app
+from ..device.firmware.bootcfg import BootChoice, check, resolve
+from ..device.firmware.pimodels import pi_model, pi_models
+
+app = typer.Typer()  # this module's commands (cli/__init__.py's LazyGroup loads them)
+
 
 MODEL_HELP = "board model, named like its config.txt filter: " + ", ".join(pi_models())
 

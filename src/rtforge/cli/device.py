@@ -8,19 +8,21 @@ from typing import Optional
 
 import typer
 
-from ..device import LocalTransport, SshTransport
-from ..device import pikernels
-from ..device.bundle import open_bundle
-from ..device.deploy import deploy_pi
-from ..device.deploy_grub import deploy_grub, read_deb
-from ..device.official import PACKAGE as OFFICIAL_PACKAGE
-from ..device.official import deploy_official
-from ..device.target import Target
+from ..device import open_transport
+from ..device.deploy import pikernels
+from ..device.deploy.bundle import open_bundle
+from ..device.deploy.pibundle import deploy_pi
+from ..device.deploy.deb import deploy_grub, read_deb
+from ..device.deploy.official import PACKAGE as OFFICIAL_PACKAGE
+from ..device.deploy.official import deploy_official
+from ..device.transport.device import Device
 from ..errors import UserError
 from ..units import parse_timeout_s
-from . import app
 from .common import HOST_REQUIRED
 from .render import make_console
+
+app = typer.Typer()  # this module's commands (cli/__init__.py's LazyGroup loads them)
+
 
 target_app = typer.Typer(help="Look at a board before touching it.", no_args_is_help=True)
 app.add_typer(target_app, name="target")
@@ -29,10 +31,8 @@ SSH_CONFIG = typer.Option(None, "--ssh-config", help="ssh config file to use (ss
 HOST_HELP = HOST_REQUIRED
 
 
-def open_board(host: str | None, ssh_config: Path | None) -> Target:
-    if host in (None, "local", "localhost"):
-        return Target(LocalTransport())
-    return Target(SshTransport(host, ssh_config=ssh_config))
+def open_board(host: str | None, ssh_config: Path | None) -> Device:
+    return Device(open_transport(host, ssh_config))
 
 
 @target_app.command("info")

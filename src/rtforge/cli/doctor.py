@@ -9,14 +9,17 @@ from typing import Optional
 import typer
 from rich.markup import escape
 
-from ..device.target import Target
-from ..device.doctor import DEFAULT_WINDOW_S, DoctorReport, diagnose
-from ..device.findings import SEVERITY_WORDS
+from ..device import board_host
+from ..device.transport.device import Device
+from ..device.doctor.diagnose import DEFAULT_WINDOW_S, DoctorReport, diagnose
+from ..device.doctor.findings import SEVERITY_WORDS
 from ..errors import UserError
 from ..paths import resolved
-from . import app
 from .device import HOST_HELP, SSH_CONFIG, open_board
 from .render import make_console
+
+app = typer.Typer()  # this module's commands (cli/__init__.py's LazyGroup loads them)
+
 
 SHOWN_EVIDENCE = 6
 _STYLE = {"blocks-rt": "bold red", "costs-latency": "yellow", "note": "dim"}
@@ -25,7 +28,7 @@ SYSROOT = typer.Option(None, "--sysroot", metavar="DIR",
                        help="read /proc and /sys below DIR on the target (a fixture tree, a mounted image)")
 
 
-def board_for(host: str | None, ssh_config: Path | None, sysroot: Path | None) -> Target:
+def board_for(host: str | None, ssh_config: Path | None, sysroot: Path | None) -> Device:
     """The target, rooted at --sysroot when given (checked on the target)."""
     board = open_board(host, ssh_config)
     if sysroot is not None:
@@ -38,13 +41,13 @@ def board_for(host: str | None, ssh_config: Path | None, sysroot: Path | None) -
             board.t.close()
             raise UserError(f"--sysroot {sysroot} is not a directory on {board.name}: give the folder that holds "
                             "proc/ and sys/")
-        board = Target(board.t, root=root)
+        board = Device(board.t, root=root)
     return board
 
 
 def host_arg(host: str | None) -> str:
     """How a fix names this target in an rtforge command ("" for this machine)."""
-    return "" if host in (None, "local", "localhost") else f"{host} "
+    return "" if board_host(host) is None else f"{host} "
 
 
 @app.command()

@@ -14,10 +14,12 @@ from ..results.importers import PREEMPT_MODELS, Stated, import_file
 from ..results.stats import show_dict
 from ..results.store import Store
 from ..units import shown
-from . import app
 from .common import RESULTS_DIR
 from .render import make_console, print_result
 from .runs import check_label
+
+app = typer.Typer()  # this module's commands (cli/__init__.py's LazyGroup loads them)
+
 
 LOAD_WORD = re.compile(r"[A-Za-z0-9_.+-]{1,40}")
 

@@ -20,13 +20,15 @@ from ..kernel.rtpatch import prepare_rt_tree
 from ..kernel.sources import SPEC_HELP, prepare_source
 from ..results.store import Store
 from ..device import LocalTransport, SshTransport
-from ..device.bundle import open_bundle
+from ..device.deploy.bundle import open_bundle
 from ..errors import UserError
 from ..paths import resolved
 from ..units import parse_timeout_s
-from . import app
 from .common import RESULTS_DIR, LiveLine
 from .render import Col, fitted, make_console
+
+app = typer.Typer()  # this module's commands (cli/__init__.py's LazyGroup loads them)
+
 
 SPEC_RICH = SPEC_HELP.replace("[", "\\[")   # help texts are Rich markup, which would eat "[@REF]"
 

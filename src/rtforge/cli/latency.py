@@ -25,11 +25,13 @@ from ..measure.loads import load_profiles, parse_loads
 from ..measure.spec import (PHASES, LatencySpec, available_cpus, parse_cpu_list, parse_duration, parse_int,
                             parse_number)
 from ..results.store import Store
-from ..device import SshTransport
-from . import app
+from ..device import board_host, open_transport
 from .runs import check_label
 from .common import HOST_OPTIONAL, JSON, POLL, RESULTS_DIR, SSH_CONFIG, LiveLine, err_console, hint, show_run
 from .render import make_console
+
+app = typer.Typer()  # this module's commands (cli/__init__.py's LazyGroup loads them)
+
 
 LOAD_HELP = "comma-separated loads: " + ", ".join(load_profiles())
 
@@ -117,13 +119,14 @@ def latency(
 
     The run goes on without rtforge: `rtforge attach [HOST] RUN` follows it
     again, `rtforge latency [HOST] --stop RUN` ends it."""
+    host = board_host(host)
     if host is None:
         for flag, given in (("--install", install), ("--ssh-config", ssh_config is not None)):
             if given:
                 raise UserError(f"{flag} is for runs on a board: name the board first, "
                                 f"e.g. rtforge latency pi@raspberrypi.local {flag}")
     poll = parse_poll(poll_s)
-    transport = SshTransport(host, ssh_config=ssh_config) if host is not None else None
+    transport = open_transport(host, ssh_config)
     store = Store(results_dir)
     try:
         if stop is not None:  # a deliberate end: success, though the run is partial
@@ -162,8 +165,7 @@ def latency(
             return 130
         return show_run(result, store, as_json)
     finally:
-        if transport is not None:
-            transport.close()
+        transport.close()
 
 
 def _plain_notice(host: str | None):
@@ -184,11 +186,11 @@ def attach(
     poll_s: Optional[str] = POLL,
 ) -> int:
     """Follow a run again (live progress) and store it when it ends; Ctrl-C lets go of it again."""
-    host, ref = (first, second) if second is not None else (None, first)
+    host, ref = (board_host(first), second) if second is not None else (None, first)
     if host is None and ssh_config is not None:
         raise UserError("--ssh-config is for runs on a board: name the board first, e.g. rtforge attach HOST RUN")
     poll = parse_poll(poll_s)
-    transport = SshTransport(host, ssh_config=ssh_config) if host is not None else None
+    transport = open_transport(host, ssh_config)
     store = Store(results_dir)
     live = LiveLine(make_console(), label="measuring") if sys.stdout.isatty() and not as_json else None
     try:
@@ -199,6 +201,5 @@ def attach(
         err_console().print(hint(host, e.run_id))
         return 130
     finally:
-        if transport is not None:
-            transport.close()
+        transport.close()
     return show_run(result, store, as_json)

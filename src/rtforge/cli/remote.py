@@ -16,10 +16,13 @@ from ..results.bench import bench_show_dict
 from ..results.model import RunResult
 from ..results.stats import show_dict
 from ..results.store import Store
-from ..device import SshTransport
-from . import app
+from ..device import board_host, open_transport
+from ..errors import UserError
 from .common import HOST_REQUIRED, RESULTS_DIR, SSH_CONFIG, err_console
 from .render import make_console, us
+
+
+app = typer.Typer()  # this module's commands (cli/__init__.py's LazyGroup loads them)
 
 
 @app.command()
@@ -31,8 +34,11 @@ def fetch(
     as_json: bool = typer.Option(False, "--json", help="print the fetched runs' summaries as JSON"),
 ) -> int:
     """Bring finished and partial runs from a board into the store (and off the board)."""
+    if board_host(host) is None:
+        raise UserError(f"fetch brings runs from a board, and {host} is this machine, whose runs are stored "
+                        "as they end: give the board's USER@HOST, HOST or ssh config alias")
     store = Store(results_dir)
-    transport = SshTransport(host, ssh_config=ssh_config)
+    transport = open_transport(host, ssh_config)
     err = err_console()
     fetched: list[RunResult] = []
     try:

@@ -14,10 +14,12 @@ from ..report.compare import compare_bench, compare_runs, one_kind
 from ..report.verdict import parse_cycle_time, verdict
 from ..results.display import known
 from ..results.store import Store
-from . import app
 from .bench import print_bench_compare
 from .common import RESULTS_DIR, settled_store
 from .render import Col, cell, fitted, make_console, shown, us
+
+app = typer.Typer()  # this module's commands (cli/__init__.py's LazyGroup loads them)
+
 
 KINDS = ("hist", "timeline", "cdf", "compare")
 

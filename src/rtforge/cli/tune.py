@@ -9,15 +9,17 @@ from typing import Optional
 import typer
 from rich.markup import escape
 
-from ..device import tune as tuning
-from ..device.procparse import format_cpulist
-from ..device.tuneops import OPERATIONS, operation_names
-from ..device.tunestate import STATE_PATH
+from ..device.tune import engine as tuning
+from ..device.state.procparse import format_cpulist
+from ..device.tune.operations import OPERATIONS, operation_names
+from ..device.state.tunestate import STATE_PATH
 from ..errors import UserError
-from . import app
 from .device import HOST_HELP, SSH_CONFIG
 from .doctor import SYSROOT, board_for, host_arg
 from .render import make_console
+
+app = typer.Typer()  # this module's commands (cli/__init__.py's LazyGroup loads them)
+
 
 OPS_HELP = "only these operations, comma-separated: " + ", ".join(operation_names())
 

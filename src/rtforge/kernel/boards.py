@@ -1,6 +1,6 @@
 """Board profiles: one TOML file per board in rtforge/data/boards/ (adding a
 board is adding a file).  Every key is required and no other key is allowed,
-so a typo in a board file is a bug that tests/test_boards.py catches.
+so a typo in a board file is a bug that tests/unit/kernel/test_boards.py catches.
 
     description        one line for `rtforge kernel boards`
     aliases            other names users type (pi3-64 for the 64-bit Pi 3/4 row)
@@ -81,7 +81,8 @@ from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
-from ..device.pimodels import model_for_dt, pi_model, pi_models
+from ..device.deploy.manifest import fits
+from ..device.firmware.pimodels import pi_model, pi_models
 from ..errors import UserError
 from . import aarch32
 
@@ -226,13 +227,9 @@ class Board:
 
     def fits_model(self, model: str) -> bool:
         """True if /proc/device-tree/model (with or without ' Rev x.y') names one
-        of this board's Pis; boards without Pis (QEMU, PCs) fit anything."""
-        if not self.pis:
-            return True
-        try:
-            return model_for_dt(model.replace("\0", "").strip()).name in self.pis
-        except UserError:
-            return False
+        of this board's Pis (the bundle manifest's rule); boards without Pis
+        (QEMU, PCs) fit anything."""
+        return not self.pis or fits(model, self.pis)
 
     def fits_machine(self, uname_m: str) -> bool:
         return uname_m.strip() in self.uname_m

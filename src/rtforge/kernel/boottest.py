@@ -33,7 +33,8 @@ from pathlib import Path
 from typing import Callable
 
 from .. import paths, tools
-from ..device.bundle import Bundle
+from ..device.deploy.bundle import Bundle
+from ..device.deploy.manifest import kernel_problems
 from ..errors import UserError
 from ..measure.probebuild import CROSS, build_probe, build_program
 from ..results.collect import finalize
@@ -233,7 +234,6 @@ def _run_qemu(argv: list[str], console: Path, timeout_s: float,
 
 def _boot_one(bundle: Bundle, store: Store, q: dict, kernel: Path, initrd: Path, logs: Path, timeout_s: float,
               probe_s: int, progress, modules: list[str]) -> BootTest:
-    m = bundle.manifest
     name = q["machine"]
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     console = logs / f"{name}-{stamp}.log"
@@ -242,7 +242,7 @@ def _boot_one(bundle: Bundle, store: Store, q: dict, kernel: Path, initrd: Path,
     seconds, timed_out = _run_qemu(argv, console, timeout_s, tick)
     text = console.read_text(errors="replace")
     uname_v, uname_r, realtime = _field(text, "UNAME-V"), _field(text, "UNAME-R"), _field(text, "REALTIME")
-    marker = m["uname_v_marker"]
+    marker = bundle.marker
     common = {"machine": name, "seconds": seconds, "console_log": console, "stand_in": bool(q.get("stand_in")),
               "quirks": q["quirks"]}
     if uname_v is None:
@@ -256,9 +256,8 @@ def _boot_one(bundle: Bundle, store: Store, q: dict, kernel: Path, initrd: Path,
                                                                             text, re.M)}
     listed = {line.split()[0] for line in _sections(text).get("proc-modules", "").splitlines() if line.split()}
     common.update(page_size=page_size, modules=loaded)
-    problems = []
-    if marker not in uname_v.split():
-        problems.append(f"uname -v lacks {marker}: '{uname_v}'")
+    problems = kernel_problems(marker, uname_v, None if realtime == "absent" else str(realtime),
+                               release=bundle.release, uname_r=uname_r)
     want_page = expected_page_size(bundle)
     if want_page and page_size != want_page:
         problems.append(f"the page size is {page_size}, not the {want_page} its .config chose")
@@ -267,10 +266,6 @@ def _boot_one(bundle: Bundle, store: Store, q: dict, kernel: Path, initrd: Path,
             problems.append(f"{ko} did not load: {loaded.get(ko, 'init did not try it')}")
         elif ko.removesuffix(".ko").replace("-", "_") not in listed:
             problems.append(f"{ko} loaded, but /proc/modules does not list it")
-    if realtime not in ("absent", "1"):
-        problems.append(f"/sys/kernel/realtime is {realtime}")
-    if uname_r != bundle.release:
-        problems.append(f"uname -r is {uname_r}, not {bundle.release}")
     if "RTFORGE-DONE" not in text:
         why = diagnose(text) or explain_stop(text)
         problems.append(f"/init did not finish its {probe_s} s probe run: {why.sentence()}")

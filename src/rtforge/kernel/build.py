@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Callable
 
 from .. import tools
+from ..device.deploy.bundle import open_bundle
 from ..errors import UserError
 from .boards import Board, get_board
 from .fetch import kernel_cache
@@ -161,7 +162,7 @@ def build_kernel(spec: BuildSpec, progress: Progress | None = None) -> BuildResu
     dist = package(tree, build, board, source.flavour, cfg.config, lv, Path(spec.dist), extra, debs=spec.debs,
                    log=log, jobs=jobs, running_config=spec.match.config_text if base else None,
                    report=_report_text(spec.match, plan, changes) if plan else None)
-    release = dist.name[: -len(board.name) - 1]
+    release = open_bundle(dist).release
     return BuildResult(release, dist, board, objects, cfg, list(cfg.notes) + list(rt.notes) + list(source.notes),
                        plan, changes, build / ".config")
 

@@ -1,7 +1,7 @@
 """Reading what Kconfig decided: .config values, requested options, and why
 an option was dropped.
 
-Kconfig silently drops an option whose dependencies are not met (DESIGN.md):
+Kconfig silently drops an option whose dependencies are not met (architecture rule 5):
 PREEMPT_RT without EXPERT is the classic.  So after configuring, every
 requested option is read back from .config, and for each one that did not
 stick, its `depends on` lines are found in the tree's Kconfig files and

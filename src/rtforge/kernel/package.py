@@ -1,6 +1,6 @@
 """From a finished build to dist/<kernelrelease>-<board>/:
 
-    bundle/                     what `rtforge deploy` installs (device/bundle.py)
+    bundle/                     what `rtforge deploy` installs (device/deploy/bundle.py)
       manifest.json  boot/<image>  boot/*.dtb  boot/overlays/  lib/modules/<release>/
       headers/linux-headers-<release>_*.deb   for DKMS, when proven usable on the board (headers.py)
       match/config-<running release>          --match: the running kernel's configuration
@@ -23,8 +23,9 @@ from typing import Any
 
 from .. import __version__
 from ..errors import UserError
-from ..device.bundle import sha256_file, write_manifest
+from ..device.deploy.manifest import rt_marker, write_manifest
 from .boards import Board
+from .fetch import sha256_file
 from .headers import cannot_build, check_headers, headers_rule
 from .kbuild import kbuild_env, make_argv, run_make
 
@@ -83,7 +84,8 @@ def package(tree: Path, build: Path, board: Board, flavour: str, config: dict[st
         (bundle / "match").mkdir()
         (bundle / "match" / f"config-{running}").write_text(running_config)
         (work / "match-report.txt").write_text(report or "")
-    marker = "PREEMPT_RT" if config.get("PREEMPT_RT") == "y" else "RT"  # 4.x RT patches: "PREEMPT RT"
+    # A kernel whose RT option --allow-dropped let go keeps the old patches' word, and fails every check of it.
+    marker = rt_marker(config) or "RT"
     debs_made: list[Path] = []
     no_headers = cannot_build(tree, board.cross_compile, config) if debs else None
     if debs:

@@ -32,7 +32,7 @@ not enable RT for this architecture is a failure), and only then the copy is
 renamed into place.  The copy is a hard-link copy (``cp -al``): GNU patch
 writes a new file and renames it over the old name, so a patched file gets a
 new inode and the pristine tree's file keeps its content (checked by
-tests/test_rtpatch.py).  A series is proven in that throwaway copy rather than
+tests/integration/test_rtpatch.py).  A series is proven in that throwaway copy rather than
 with --dry-run, because patch --dry-run cannot see what the series' earlier
 patches would have changed (GNU patch 2.7.6 fails a dry run of two dependent
 patches to one file).  dir: sources are copied in full (``cp -a``), never

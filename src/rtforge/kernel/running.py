@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from ..device import Transport
+from ..device.transport.transport import Transport
 from ..errors import UserError
 from .kconfig import parse_config
 from .sources import KernelVersion

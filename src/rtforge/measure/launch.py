@@ -39,7 +39,7 @@ from .probebuild import build_probe
 from .lifecycle import owner_of, runner_owner, runner_text
 from .runner import Runner, busy_with, held_signals
 from .spec import LatencySpec
-from .target import Contact, Target, check_tools, first_contact, make_target, target_loads, tools_for
+from .target import Contact, RunSite, check_tools, first_contact, make_target, target_loads, tools_for
 from . import trace as tracing
 
 START_TIMEOUT_S = 120.0
@@ -49,7 +49,7 @@ BUSY_STATUS = 75
 @dataclass
 class Started:
     run: Runner
-    target: Target
+    target: RunSite
     address: str              # where this host reaches the target (a board's net load aims there)
     expected_s: float | None
     loads: list[str]
@@ -57,7 +57,7 @@ class Started:
     flood: HostFlood | None = None  # a board's net load, from this host: stop it when done following
 
 
-def busy_error(target: Target, run_id: str) -> UserError:
+def busy_error(target: RunSite, run_id: str) -> UserError:
     name = target.transport.name
     if target.local:
         return UserError(f"this machine is already measuring (run {run_id}); two runs would spoil each other's "
@@ -68,7 +68,7 @@ def busy_error(target: Target, run_id: str) -> UserError:
                      f"`rtforge latency {name} --stop {run_id}`")
 
 
-def launch(target: Target, contact: Contact, store: Store, result: RunResult, engine: EngineCommand,
+def launch(target: RunSite, contact: Contact, store: Store, result: RunResult, engine: EngineCommand,
            files: dict[str, Path | str], *, loads: list[tuple[str, str]], settle_s: float,
            probe_prefix: tuple[str, ...] = (), check_rt: bool = True, on_step: Callable[[str], None],
            on_launch: Callable[[Runner], None] | None = None) -> Runner:
@@ -178,7 +178,7 @@ def _ask_after_lost_start(run: Runner, lost, timeout_s: float):
     raise ConnectionLost(f"lost the connection to {run.t.name} while the run was starting, and it did not come back")
 
 
-def _check_privileges(target: Target, run: Runner, prefix: tuple[str, ...], result: RunResult) -> None:
+def _check_privileges(target: RunSite, run: Runner, prefix: tuple[str, ...], result: RunResult) -> None:
     t = target.transport
     cfg = result.config
     r = t.run([*prefix, f"{run.dir}/rtprobe", "--check", "--priority", str(cfg.get("priority", 90)),
@@ -192,7 +192,7 @@ def _check_privileges(target: Target, run: Runner, prefix: tuple[str, ...], resu
                         "is the target's architecture one rtforge builds for?")
 
 
-def _config(spec: LatencySpec, target: Target, cpus: list[int], emulated: bool) -> dict:
+def _config(spec: LatencySpec, target: RunSite, cpus: list[int], emulated: bool) -> dict:
     cfg = {
         "interval_us": spec.interval_us, "priority": spec.priority, "policy": spec.policy, "cpus": cpus,
         "loads": spec.loads, "spike_threshold_ns": spec.spike_threshold_ns, "checkpoint_s": spec.checkpoint_s,
@@ -212,7 +212,7 @@ def _config(spec: LatencySpec, target: Target, cpus: list[int], emulated: bool) 
     return cfg
 
 
-def prepare(target: Target, tools: dict, install: bool, on_step: Callable[[str], None],
+def prepare(target: RunSite, tools: dict, install: bool, on_step: Callable[[str], None],
             optional: tuple[str, ...] = (), trace: bool = False) -> Contact:
     """First contact, the kernel's tracer (--trace: before the tools, as
     a missing tracer needs another kernel, not a package), tools (and

@@ -15,7 +15,6 @@ id, so `attach` and `fetch` build one from scratch.
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import os
 import re
@@ -27,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import UserError
+from ..results import rawfile
 from ..results.model import RunResult
 from ..results.store import Store
 from ..device import ConnectionLost, LocalTransport, Transport
@@ -35,6 +35,8 @@ from .engines import ProgressReader
 from .lifecycle import FINAL_STATES, runner_text
 
 BASE_DIR = "/var/tmp/rtforge"
+# Everything a run's raw/ may hold (results/rawfile.py's bounds, the series and telemetry at most): more is not a run
+MAX_FETCH_BYTES = 12 << 30
 PROGRESS_FILES = {"probe": "series.jsonl", "cyclictest": "cyclictest.out", "nqueens": "steps.log"}
 _RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
@@ -243,11 +245,15 @@ class Runner:
             digest, _, name = line.partition("  ")
             if name.startswith("raw/"):
                 sums[name] = digest
-        data = self.t.run_bytes(["tar", "-C", self.dir, "-cf", "-", "--", *sums], step="fetching the run")
         tmp = store.runs_dir / f".fetch-{self.run_id}-{os.getpid()}"
         shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
         try:
-            _unpack(data, tmp, sums)
+            # streamed to disk with a bound: a board's answer is not trusted to be as small as a run
+            self.t.run_to_file(["tar", "-C", self.dir, "-cf", "-", "--", *sums], tmp / ".tar", limit=MAX_FETCH_BYTES,
+                               step="fetching the run")
+            _unpack(tmp / ".tar", tmp, sums)
+            (tmp / ".tar").unlink()
             result = RunResult.from_dict(json.loads((tmp / "raw" / "runner" / "run.json").read_text()))
             try:
                 _finish(result, tmp, f"run {self.run_id} on {self.t.name}")
@@ -286,22 +292,30 @@ def _tail_note(t: Transport, d: str) -> str:
     return f": {'; '.join(lines[-2:])}" if lines else ""
 
 
-def _unpack(data: bytes, dest: Path, sums: dict[str, str]) -> None:
+def _unpack(archive: Path, dest: Path, sums: dict[str, str]) -> None:
     """raw/... into dest/raw/..., each file checked against the target's sha256."""
     root = (dest / "raw").resolve()
     root.mkdir(parents=True)
-    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+    with tarfile.open(archive) as tar:
         members = {m.name.removeprefix("./"): m for m in tar.getmembers() if m.isfile()}
         for name, digest in sums.items():
             m = members.get(name)
             if m is None:
                 raise UserError(f"{name} was missing from what the target sent: fetch again")
-            content = tar.extractfile(m).read()
-            if hashlib.sha256(content).hexdigest() != digest:
-                raise UserError(f"{name} arrived damaged (its sha256 differs from the target's): fetch again; "
-                                "the target's copy is kept")
             target = (dest / name).resolve()
             if root not in target.parents or ".." in Path(name).parts:
                 raise UserError(f"the target sent an unexpected file name {name!r}; nothing was stored")
+            if m.size > rawfile.limit_for(name):
+                raise UserError(f"{name} from the target is {m.size >> 20:,} MiB, more than a run writes; "
+                                "nothing was stored")
             target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(content)
+            h = hashlib.sha256()
+            src = tar.extractfile(m)
+            assert src is not None
+            with src, open(target, "wb") as out:   # copied in pieces: a day-long series is gigabytes
+                while chunk := src.read(1 << 20):
+                    h.update(chunk)
+                    out.write(chunk)
+            if h.hexdigest() != digest:
+                raise UserError(f"{name} arrived damaged (its sha256 differs from the target's): fetch again; "
+                                "the target's copy is kept")

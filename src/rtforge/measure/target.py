@@ -10,17 +10,14 @@ is needed, and in the net load (a board is flooded from this host).
 
 from __future__ import annotations
 
-import os
-import platform
-import shutil
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Callable
 
 from ..errors import UserError
 from ..paths import resolved
 from ..results.store import Store
 from ..device import ConnectionLost, LocalTransport, Transport
+from ..device.transport.facts import read_facts
 from .loads import HOST_LOADS, tools_needed
 from .runner import BASE_DIR
 from .spec import parse_cpu_list
@@ -32,22 +29,6 @@ RUNNER_TOOLS = {"sh": "dash", "setsid": "util-linux", "tar": "tar", "sha256sum":
 ENGINE_TOOLS = {"cyclictest": "rt-tests"}
 # What --trace runs beside the engine (measure/trace.py).
 TRACE_TOOLS = {"rtla": "rtla"}
-
-# One round trip: what the host must know about a board before it starts.
-# "$3" of SSH_CONNECTION is the board's own address of this connection: the
-# address the host can reach it at, also through an ssh config alias.
-_CONTACT = r"""
-for t in "$@"; do command -v "$t" >/dev/null 2>&1 && printf 'tool %s\n' "$t"; done
-printf 'machine %s\n' "$(uname -m)"
-printf 'hostname %s\n' "$(uname -n)"
-printf 'uid %s\n' "$(id -u)"
-printf 'online %s\n' "$(cat /sys/devices/system/cpu/online 2>/dev/null)"
-printf 'allowed %s\n' "$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/$$/status 2>/dev/null)"
-printf 'ncpus %s\n' "$(nproc --all 2>/dev/null || getconf _NPROCESSORS_ONLN)"
-set -- ${SSH_CONNECTION:-}
-printf 'address %s\n' "${3:-127.0.0.1}"
-"""
-
 
 @dataclass
 class Contact:
@@ -61,7 +42,8 @@ class Contact:
 
 
 @dataclass
-class Target:
+class RunSite:
+    """Where a run's folder lives and its runner runs: this machine or a board."""
     transport: Transport
     base: str             # runs live in BASE/runs/<run-id>
     local: bool           # this machine: BASE is the store's root, so a run's folder is its store folder
@@ -75,54 +57,34 @@ class Target:
         return "this machine's" if self.local else "its"
 
 
-def make_target(store: Store, transport: Transport | None = None, base: str | None = None) -> Target:
+def make_target(store: Store, transport: Transport | None = None, base: str | None = None) -> RunSite:
     """This machine (no transport, or a LocalTransport without a base) or a board."""
     if transport is None or (isinstance(transport, LocalTransport) and base is None):
-        return Target(transport or LocalTransport(), str(resolved(store.root, f"the run store {store.root}")), True)
-    return Target(transport, base or BASE_DIR, False)
+        return RunSite(transport or LocalTransport(), str(resolved(store.root, f"the run store {store.root}")), True)
+    return RunSite(transport, base or BASE_DIR, False)
 
 
-def _local_contact(tools: list[str]) -> Contact:
-    online_text = Path("/sys/devices/system/cpu/online").read_text().strip()
-    online = parse_cpu_list(online_text) if online_text else sorted(os.sched_getaffinity(0))
-    allowed = set(os.sched_getaffinity(0))
-    return Contact(machine=platform.machine(), hostname=platform.node() or "localhost", is_root=os.geteuid() == 0,
-                   address="127.0.0.1", ncpus=os.cpu_count() or len(online),
-                   cpus=[c for c in online if c in allowed], tools={t for t in tools if shutil.which(t)})
-
-
-def first_contact(target: Target, tools: list[str]) -> Contact:
-    if target.local:
-        return _local_contact(tools)
+def first_contact(target: RunSite, tools: list[str]) -> Contact:
     t = target.transport
     try:
-        out = t.run(["sh", "-c", _CONTACT, "sh", *tools], check=True, timeout=60,
-                    step="reading the board's facts").stdout
+        f = read_facts(t, tools=tools, timeout=60)
     except ConnectionLost as e:
         detail = str(e).split(": ", 1)[-1]
         raise UserError(f"cannot reach {t.name} over SSH ({detail}): check the host name, "
                         "or name it in your ssh config (--ssh-config FILE)") from None
-    v: dict[str, str] = {}
-    found = set()
-    for line in out.splitlines():
-        key, _, value = line.partition(" ")
-        if key == "tool":
-            found.add(value)
-        else:
-            v[key] = value.strip()
-    online = parse_cpu_list(v["online"]) if v.get("online") else list(range(int(v.get("ncpus") or 1)))
-    allowed = set(parse_cpu_list(v["allowed"])) if v.get("allowed") else set(online)
-    return Contact(machine=v["machine"], hostname=v.get("hostname") or t.name, is_root=v.get("uid") == "0",
-                   address=v.get("address") or "127.0.0.1", ncpus=int(v.get("ncpus") or len(online)),
-                   cpus=[c for c in online if c in allowed] or online, tools=found)
+    online = parse_cpu_list(f.online) if f.online else list(range(f.ncpus or 1))
+    allowed = set(parse_cpu_list(f.allowed)) if f.allowed else set(online)
+    return Contact(machine=f.machine, hostname=f.hostname or ("localhost" if target.local else t.name),
+                   is_root=f.is_root, address="127.0.0.1" if target.local else f.ssh_address or "127.0.0.1",
+                   ncpus=f.ncpus or len(online), cpus=[c for c in online if c in allowed] or online, tools=f.tools)
 
 
-def target_loads(loads: list[str], target: Target) -> list[str]:
+def target_loads(loads: list[str], target: RunSite) -> list[str]:
     """The loads the runner starts on the target (a board's net load runs here)."""
     return loads if target.local else [n for n in loads if n not in HOST_LOADS]
 
 
-def tools_for(engine: str, loads: list[str], target: Target,
+def tools_for(engine: str, loads: list[str], target: RunSite,
               trace: bool = False) -> dict[str, tuple[str, str | None]]:
     """tool -> (Debian package, the load that needs it, if one does), in the order they are named."""
     needed: dict[str, tuple[str, str | None]] = {}
@@ -135,7 +97,7 @@ def tools_for(engine: str, loads: list[str], target: Target,
     return needed
 
 
-def check_tools(needed: dict[str, tuple[str, str | None]], target: Target, contact: Contact, install: bool,
+def check_tools(needed: dict[str, tuple[str, str | None]], target: RunSite, contact: Contact, install: bool,
                 on_step: Callable[[str], None]) -> None:
     """Every tool the engine, the loads and the runner need, or one sentence
     naming the Debian package (a board's are installed with --install)."""

@@ -240,6 +240,31 @@ void irqstat_write(const struct irqstat *s, FILE *f, int64_t sec)
     }
 }
 
+/* The soak monitor samples at window boundaries (slot idx holds the span
+ * since the previous sample): rates over span_s, not one second's counts. */
+int irqstat_window(const struct irqstat *s, int64_t idx, double span_s, double *per_cpu, double *thread_pct,
+                   double *top_pct, char *top, size_t top_size)
+{
+    const struct irq_slot *sl = s ? &s->slots[idx % IRQ_SLOTS] : NULL;
+    int got = 0;
+    *thread_pct = *top_pct = -1;
+    top[0] = 0;
+    if (!sl || sl->sec != idx || span_s <= 0)
+        return 0;
+    if (sl->have_irqs) {
+        for (int i = 0; i < s->ncpus; i++)
+            per_cpu[i] = (double)sl->irqs[i] / span_s;
+        got |= 1;
+    }
+    if (sl->thread_pct >= 0) {
+        *thread_pct = sl->thread_pct / span_s;
+        *top_pct = sl->top_pct / span_s;
+        snprintf(top, top_size, "%s", sl->top);
+        got |= 2;
+    }
+    return got;
+}
+
 void irqstat_close(struct irqstat *s)
 {
     if (!s)

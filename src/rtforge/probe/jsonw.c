@@ -31,6 +31,31 @@ void json_str(FILE *f, const char *s)
     fputc('"', f);
 }
 
+/* s as a quoted JSON string in out (cut to fit), for printf-built lines. */
+const char *json_quote(const char *s, char *out, size_t size)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    json_str(f, s);
+    fclose(f);
+    if (len >= size) { /* cut inside the quotes, at a whole character or escape */
+        size_t keep = 1, i = 1;
+        while (i < len - 1) {
+            size_t step = buf[i] != '\\' ? 1 : buf[i + 1] == 'u' ? 6 : 2;
+            if (i + step + 2 > size)
+                break;
+            i += step;
+            keep = i;
+        }
+        snprintf(out, size, "%.*s\"", (int)keep, buf);
+    } else {
+        memcpy(out, buf, len + 1);
+    }
+    free(buf);
+    return out;
+}
+
 int write_atomic(const char *dir, const char *name, const char *data, size_t len)
 {
     char tmp[4096], dst[4096];

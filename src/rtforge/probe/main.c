@@ -48,6 +48,16 @@ static const char usage_text[] =
     "      --telemetry-s N    sample telemetry every N s (default 1, 0 off)\n"
     "      --dma-latency-us N value held in /dev/cpu_dma_latency (default 0, -1 off)\n"
     "      --monitor          telemetry only, no measurement threads\n"
+    "      --soak             soak monitor: measure until stopped, in windows kept in --state\n"
+    "      --state DIR        the soak monitor's folder (windows, hours, days, events)\n"
+    "      --window-s N       window length (default 300, as OSADL's farm)\n"
+    "      --textfile-dir DIR also write DIR/rtforge.prom for node_exporter at each window\n"
+    "      --alert-us N       keep evidence of windows whose max is over N µs\n"
+    "      --rtla PATH        after an alert window, run PATH timerlat top --aa-only\n"
+    "      --rtla-s N         for at most N seconds (default 30)\n"
+    "      --keep-days N      windows and evidence kept N days (default 14)\n"
+    "      --max-mb N         the folder's size cap in MiB (default 100)\n"
+    "      --echo             also print each window's and event's line on stdout\n"
     "      --raw FILE         also write every sample (tests; bounded memory)\n"
     "      --sysroot DIR      read /sys and /proc below DIR (tests)\n";
 
@@ -200,6 +210,24 @@ static void write_raw(const struct run *r)
     fclose(f);
 }
 
+/* Soak mode's options, before anything is created. */
+static void check_soak(const struct config *cfg)
+{
+    struct stat st;
+    if (!cfg->state_dir)
+        fail(EXIT_USAGE, "--soak needs --state DIR (where the windows are kept)");
+    if (cfg->monitor_only || cfg->raw_path || cfg->loops)
+        fail(EXIT_USAGE, "--soak measures until stopped (or --duration-s): not with --monitor, --raw or --loops");
+    if (cfg->textfile_dir && (stat(cfg->textfile_dir, &st) || !S_ISDIR(st.st_mode)))
+        fail(EXIT_USAGE, "--textfile-dir %s is not a folder", cfg->textfile_dir);
+    if (cfg->rtla && !cfg->alert_ns)
+        fail(EXIT_USAGE, "--rtla analyses alert windows: give --alert-us too");
+    if (cfg->rtla && access(cfg->rtla, X_OK))
+        fail(EXIT_USAGE, "--rtla %s is not a program", cfg->rtla);
+    if ((int64_t)cfg->window_s * NSEC_PER_SEC < 4 * cfg->interval_ns)
+        fail(EXIT_USAGE, "--window-s %d holds too few wake-ups of the interval", cfg->window_s);
+}
+
 int main(int argc, char **argv)
 {
     static struct run run;
@@ -215,6 +243,10 @@ int main(int argc, char **argv)
     cfg->telemetry_s = 1;
     cfg->argc = argc;
     cfg->argv = argv;
+    cfg->window_s = 300;
+    cfg->rtla_s = 30;
+    cfg->keep_days = 14;
+    cfg->max_mb = 100;
 
     static const struct option opts[] = {
         { "interval-us", 1, 0, 'i' }, { "priority", 1, 0, 'p' }, { "policy", 1, 0, 'P' },
@@ -223,7 +255,10 @@ int main(int argc, char **argv)
         { "dma-latency-us", 1, 0, 'D' }, { "out", 1, 0, 'o' }, { "raw", 1, 0, 'r' },
         { "sysroot", 1, 0, 'S' }, { "monitor", 0, 0, 'm' }, { "check", 0, 0, 'C' },
         { "meta", 0, 0, 'M' }, { "hist-stdin", 0, 0, 'H' }, { "version", 0, 0, 'V' },
-        { "help", 0, 0, 'h' }, { "phase", 1, 0, 'f' }, { 0, 0, 0, 0 },
+        { "help", 0, 0, 'h' }, { "phase", 1, 0, 'f' }, { "soak", 0, 0, 'K' }, { "state", 1, 0, 'A' },
+        { "window-s", 1, 0, 'w' }, { "textfile-dir", 1, 0, 'T' }, { "alert-us", 1, 0, 'a' }, { "rtla", 1, 0, 'R' },
+        { "rtla-s", 1, 0, 'x' }, { "keep-days", 1, 0, 'y' }, { "max-mb", 1, 0, 'z' }, { "echo", 0, 0, 'e' },
+        { 0, 0, 0, 0 },
     };
     int o;
     while ((o = getopt_long(argc, argv, "i:p:c:d:l:h", opts, NULL)) != -1) {
@@ -254,6 +289,16 @@ int main(int argc, char **argv)
         case 'C': mode_check = 1; break;
         case 'M': mode_meta = 1; break;
         case 'H': mode_hist = 1; break;
+        case 'K': cfg->soak = 1; break;
+        case 'A': cfg->state_dir = optarg; break;
+        case 'w': cfg->window_s = (int)num("--window-s", optarg, 1, 86400); break;
+        case 'T': cfg->textfile_dir = optarg; break;
+        case 'a': cfg->alert_ns = (uint64_t)num("--alert-us", optarg, 1, 10000000) * 1000; break;
+        case 'R': cfg->rtla = optarg; break;
+        case 'x': cfg->rtla_s = (int)num("--rtla-s", optarg, 1, 3600); break;
+        case 'y': cfg->keep_days = (int)num("--keep-days", optarg, 1, 3650); break;
+        case 'z': cfg->max_mb = (int)num("--max-mb", optarg, 1, 1000000); break;
+        case 'e': cfg->echo = 1; break;
         case 'V': puts(PROBE_VERSION); return 0;
         case 'h': fputs(usage_text, stdout); return 0;
         default: fputs(usage_text, stderr); return EXIT_USAGE;
@@ -270,9 +315,15 @@ int main(int argc, char **argv)
         puts(collect_meta(cfg, t, -1));
         return 0;
     }
-    if (!cfg->out_dir)
+    if (cfg->soak) {
+        check_soak(cfg);
+        /* --echo to a pipe whose reader left (an SSH session gone) is EPIPE,
+         * not the end of months of measuring */
+        signal(SIGPIPE, SIG_IGN);
+    }
+    else if (!cfg->out_dir)
         fail(EXIT_USAGE, "--out DIR is required (see --help)");
-    if (mkdir(cfg->out_dir, 0755) && errno != EEXIST)
+    if (cfg->out_dir && mkdir(cfg->out_dir, 0755) && errno != EEXIST)
         fail(EXIT_USAGE, "cannot create %s: %s", cfg->out_dir, strerror(errno));
 
     cpu_set_t allowed;
@@ -290,6 +341,9 @@ int main(int argc, char **argv)
                 cfg->cpus[cfg->ncpus++] = c;
     }
     cfg->spike_ns = spike >= 0 ? (uint64_t)spike : (uint64_t)cfg->interval_ns / 2;
+    /* an alert's evidence is the window's worst spikes: log every one over it */
+    if (spike < 0 && cfg->alert_ns && cfg->alert_ns < cfg->spike_ns)
+        cfg->spike_ns = cfg->alert_ns;
 
     /* Blocked in every thread; main collects them with sigtimedwait so the
      * samplers are never interrupted and the end is always orderly. */
@@ -318,6 +372,13 @@ int main(int argc, char **argv)
         c->cur_sec = -1;
         for (int s = 0; s < SEC_SLOTS; s++)
             c->slots[s].sec = -1;
+        if (cfg->soak) {
+            if (posix_memalign((void **)&c->wins, 64, sizeof(struct win_slot) * WIN_SLOTS))
+                fail(1, "out of memory");
+            memset(c->wins, 0, sizeof(struct win_slot) * WIN_SLOTS); /* fault in before mlockall */
+            for (int w = 0; w < WIN_SLOTS; w++)
+                c->wins[w].win = -1;
+        }
         if (cfg->raw_path) {
             c->raw_cap = raw_cap;
             if (!(c->raw = malloc(raw_cap * sizeof(uint64_t))))
@@ -330,6 +391,12 @@ int main(int argc, char **argv)
     r->dma_readback_us = hold_dma_latency(r);
     r->tel = telemetry_open();
     r->meta_json = collect_meta(cfg, r->tel, r->dma_readback_us);
+    if (cfg->soak) {
+        int status = 1;
+        const char *why = soak_prepare(r, &status);
+        if (why)
+            fail(status, "%s", why);
+    }
 
     if (!cfg->monitor_only && mlockall(MCL_CURRENT | MCL_FUTURE))
         fail(EXIT_PERM, "cannot lock memory (mlockall): %s", strerror(errno));
@@ -338,11 +405,11 @@ int main(int argc, char **argv)
     /* spread: a common start, far enough ahead that every thread is up
      * before its first wake-up; together: each thread starts its own period */
     r->start_mono_ns = mono_ns() + (cfg->phase_spread ? 20 * 1000 * 1000 : 0);
-    if (write_probe_json(r, "running"))
+    if (!cfg->soak && write_probe_json(r, "running"))
         fail(1, "cannot write %s/probe.json: %s", cfg->out_dir, strerror(errno));
     pthread_t writer;
-    if (writer_start(r, &writer))
-        fail(1, "cannot start the writer in %s: %s", cfg->out_dir, strerror(errno));
+    if (cfg->soak ? soak_start(r, &writer) : writer_start(r, &writer))
+        fail(1, "cannot start the writer in %s: %s", cfg->soak ? cfg->state_dir : cfg->out_dir, strerror(errno));
     int err = start_samplers(r);
 
     int sig = 0;
@@ -368,8 +435,12 @@ int main(int argc, char **argv)
     }
     r->end_reason = err ? "error" : sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : sig == SIGHUP ? "SIGHUP"
                   : cfg->loops ? "loops" : "duration";
-    writer_finish(r, writer);
-    write_probe_json(r, err ? "failed" : sig > 0 ? "interrupted" : "done");
+    if (cfg->soak) {
+        soak_finish(r, writer);
+    } else {
+        writer_finish(r, writer);
+        write_probe_json(r, err ? "failed" : sig > 0 ? "interrupted" : "done");
+    }
     if (cfg->raw_path)
         write_raw(r);
     if (err == EPERM)

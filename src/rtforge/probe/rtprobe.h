@@ -14,6 +14,10 @@
 #define RTPROBE_H
 
 #define _GNU_SOURCE
+/* 64-bit file offsets and inode numbers on 32-bit boards too: without it
+ * readdir() fails with EOVERFLOW on a file system with 64-bit inodes (btrfs,
+ * XFS, an overlay), and the monitor's folder would look empty. */
+#define _FILE_OFFSET_BITS 64
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -35,6 +39,25 @@
 unsigned hist_index(uint64_t v);
 uint64_t hist_lo(unsigned idx);
 uint64_t hist_hi(unsigned idx); /* inclusive */
+
+/* ---- soak windows (sampler.c fills them, soak.c closes them) ------------
+ * In soak mode each sampler also counts its wake-ups into the window of its
+ * wake time, in a ring of WIN_SLOTS slots: the writer reads a window once it
+ * is GRACE past its end and then frees the slot (win = -1), long before the
+ * sampler comes back to it WIN_SLOTS - 1 windows later.  prom[] counts the
+ * wake-ups per Prometheus bucket exactly (integer ns against prom_le_ns[]),
+ * so the exported histogram is not an approximation of the log-linear one. */
+#define WIN_SLOTS 4
+#define PROM_BUCKETS 24            /* finite le bounds; prom[PROM_BUCKETS] is +Inf */
+extern const uint64_t prom_le_ns[PROM_BUCKETS];
+
+struct win_slot {
+    int64_t win;                   /* window number held; -1 = free */
+    uint64_t seq;                  /* odd while the sampler writes */
+    uint64_t count, min_ns, max_ns, sum_ns, overruns, spikes;
+    uint64_t prom[PROM_BUCKETS + 1];
+    uint64_t hist[HIST_BUCKETS];
+};
 
 /* ---- shared per-CPU state ------------------------------------------------ */
 
@@ -81,6 +104,10 @@ struct __attribute__((aligned(64))) cpu_state {
     int finished;
     /* written by the writer, on its own cache line */
     uint64_t ring_tail __attribute__((aligned(64)));
+    /* soak mode: WIN_SLOTS windows (NULL otherwise) */
+    struct win_slot *wins;
+    int64_t cur_win;
+    uint64_t wins_lost;     /* windows the writer was too late to read */
     /* optional raw sample log for tests (--raw) */
     uint64_t *raw;
     uint64_t raw_cap, raw_len;
@@ -107,6 +134,17 @@ struct config {
                              * cyclictest's do (they wake nearly together) */
     int argc;
     char **argv;
+    /* soak mode (--soak): windows into state_dir, see soak.c */
+    int soak;
+    const char *state_dir;
+    int window_s;
+    const char *textfile_dir;
+    uint64_t alert_ns;      /* 0 = no alerts */
+    const char *rtla;       /* rtla to run after an alert window, NULL = none */
+    int rtla_s;
+    int keep_days;
+    int max_mb;
+    int echo;               /* each window's line also on stdout */
 };
 
 struct run {
@@ -122,6 +160,8 @@ struct run {
     int dma_readback_us;    /* -1 unknown */
     char *meta_json;        /* rendered once before the run */
     struct telemetry *tel;  /* owned by the writer during the run */
+    int64_t win_origin_ns;  /* soak: monotonic time of window boundary 0 */
+    struct soak *soak;      /* soak: the writer's state (soak.c) */
 };
 
 /* sampler.c */
@@ -149,8 +189,33 @@ void irqstat_sample(struct irqstat *s, int64_t sec);
 void irqstat_write(const struct irqstat *s, FILE *f, int64_t sec);
 void irqstat_close(struct irqstat *s);
 
+/* soak.c: the writer of soak mode; soak_prepare runs before the threads */
+struct soak;
+const char *soak_prepare(struct run *r, int *status);
+int soak_start(struct run *r, pthread_t *t);
+void soak_finish(struct run *r, pthread_t t);
+int win_read(struct cpu_state *c, int64_t w, struct win_slot *out);
+void win_free(struct cpu_state *c, int64_t w);
+
+/* telemetry as numbers (sysinfo.c), for the soak monitor's extremes */
+#define TEL_ZONES 16
+struct tel_sample {
+    int nzones;
+    long long temp_mc[TEL_ZONES];  /* LLONG_MIN: unreadable */
+    long long throttled;           /* -1: no firmware flags */
+    double load1;                  /* < 0: unknown */
+};
+void telemetry_read(struct telemetry *t, struct tel_sample *s);
+int telemetry_zone(const struct telemetry *t, int i, char *type, size_t size);
+
+/* irqstat.c, over a window: interrupts per second per CPU and the irq/
+ * threads' CPU use (% of one CPU); 0 when the window was not sampled */
+int irqstat_window(const struct irqstat *s, int64_t idx, double span_s, double *per_cpu, double *thread_pct,
+                   double *top_pct, char *top, size_t top_size);
+
 /* jsonw.c */
 void json_str(FILE *f, const char *s);
+const char *json_quote(const char *s, char *out, size_t size);
 
 /* util */
 int64_t mono_ns(void);

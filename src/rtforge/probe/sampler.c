@@ -44,6 +44,62 @@ static void record(struct cpu_state *c, uint64_t lat, uint64_t missed)
     __atomic_store_n(&c->seq, s0 + 2, __ATOMIC_RELEASE);
 }
 
+/* Prometheus's le bounds (ns): the cycle times people run, dense where RT
+ * latencies live (5 µs to 1 ms), then the ranges of a broken system. */
+const uint64_t prom_le_ns[PROM_BUCKETS] = {
+    5000, 10000, 15000, 20000, 25000, 30000, 40000, 50000, 60000, 75000, 100000, 125000,
+    150000, 200000, 250000, 300000, 400000, 500000, 750000, 1000000, 2000000, 5000000, 10000000, 100000000,
+};
+
+/* Enter window w's slot.  The writer frees a slot GRACE after its window
+ * ends; one still held means the writer is WIN_SLOTS - 1 windows behind, and
+ * the old window is given up rather than mixed into this one. */
+static struct win_slot *win_enter(struct cpu_state *c, int64_t w)
+{
+    struct win_slot *s = &c->wins[w % WIN_SLOTS];
+    if (LD(&s->win) != -1 || LD(&s->count)) {
+        uint64_t s0 = LD(&s->seq);
+        ST(&s->seq, s0 + 1);
+        __atomic_thread_fence(__ATOMIC_RELEASE);
+        ST(&s->count, 0);
+        ST(&s->sum_ns, 0);
+        ST(&s->overruns, 0);
+        ST(&s->spikes, 0);
+        ST(&s->max_ns, 0);
+        for (unsigned i = 0; i <= PROM_BUCKETS; i++)
+            ST(&s->prom[i], 0);
+        for (unsigned i = 0; i < HIST_BUCKETS; i++)
+            ST(&s->hist[i], 0);
+        __atomic_store_n(&s->seq, s0 + 2, __ATOMIC_RELEASE);
+        ST(&c->wins_lost, c->wins_lost + 1);
+    }
+    ST(&s->min_ns, UINT64_MAX);
+    __atomic_store_n(&s->win, w, __ATOMIC_RELEASE);
+    ST(&c->cur_win, w);
+    return s;
+}
+
+static void win_record(struct win_slot *s, uint64_t lat, uint64_t missed, int spike)
+{
+    uint64_t s0 = s->seq;
+    ST(&s->seq, s0 + 1);
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+    unsigned i = hist_index(lat), p = 0;
+    while (p < PROM_BUCKETS && lat > prom_le_ns[p])
+        p++;
+    ST(&s->hist[i], s->hist[i] + 1);
+    ST(&s->prom[p], s->prom[p] + 1);
+    ST(&s->count, s->count + 1);
+    ST(&s->sum_ns, s->sum_ns + lat);
+    ST(&s->overruns, s->overruns + missed);
+    ST(&s->spikes, s->spikes + (uint64_t)spike);
+    if (lat < s->min_ns)
+        ST(&s->min_ns, lat);
+    if (lat > s->max_ns)
+        ST(&s->max_ns, lat);
+    __atomic_store_n(&s->seq, s0 + 2, __ATOMIC_RELEASE);
+}
+
 static void push_spike(struct cpu_state *c, uint64_t t_ns, uint64_t lat)
 {
     uint64_t head = c->ring_head;
@@ -67,6 +123,10 @@ void *sampler_main(void *arg)
     int64_t next;
     int64_t sec = -1, sec_end = start; /* per-second slot, by wake time */
     struct sec_slot *slot = &c->slots[0];
+    /* soak windows, by wake time like the seconds */
+    const int64_t wlen = (int64_t)cfg->window_s * NSEC_PER_SEC;
+    int64_t win = 0, win_end = r->win_origin_ns + wlen;
+    struct win_slot *wslot = c->wins ? win_enter(c, 0) : NULL;
     uint64_t loops = 0;
     int64_t now = start;
 
@@ -120,7 +180,15 @@ void *sampler_main(void *arg)
             ST(&slot->max_ns, lat);
 
         record(c, lat, missed);
-        if (cfg->spike_ns && lat > cfg->spike_ns)
+        int spike = cfg->spike_ns && lat > cfg->spike_ns;
+        if (wslot) {
+            while (now >= win_end) {
+                win_end += wlen;
+                wslot = win_enter(c, ++win);
+            }
+            win_record(wslot, lat, missed, spike);
+        }
+        if (spike)
             push_spike(c, (uint64_t)(next - start), lat);
         if (c->raw && c->raw_len < c->raw_cap)
             c->raw[c->raw_len++] = lat;
@@ -155,4 +223,57 @@ void totals_snapshot(struct cpu_state *c, struct totals *out)
         if (__atomic_load_n(&c->seq, __ATOMIC_RELAXED) == s1)
             return;
     }
+}
+
+/* A consistent copy of window w's slot (non-RT side); 0 when the slot does
+ * not hold w (no wake-up of this CPU fell in it, or it was given up). */
+int win_read(struct cpu_state *c, int64_t w, struct win_slot *out)
+{
+    struct win_slot *s = &c->wins[w % WIN_SLOTS];
+    for (;;) {
+        uint64_t s1 = __atomic_load_n(&s->seq, __ATOMIC_ACQUIRE);
+        if (s1 & 1)
+            continue;
+        if (__atomic_load_n(&s->win, __ATOMIC_ACQUIRE) != w)
+            return 0;
+        out->win = w;
+        out->count = LD(&s->count);
+        out->min_ns = LD(&s->min_ns);
+        out->max_ns = LD(&s->max_ns);
+        out->sum_ns = LD(&s->sum_ns);
+        out->overruns = LD(&s->overruns);
+        out->spikes = LD(&s->spikes);
+        for (unsigned i = 0; i <= PROM_BUCKETS; i++)
+            out->prom[i] = LD(&s->prom[i]);
+        for (unsigned i = 0; i < HIST_BUCKETS; i++)
+            out->hist[i] = LD(&s->hist[i]);
+        __atomic_thread_fence(__ATOMIC_ACQUIRE);
+        if (__atomic_load_n(&s->seq, __ATOMIC_RELAXED) == s1 && LD(&s->win) == w)
+            return 1;
+    }
+}
+
+/* Clear window w's slot for the sampler's next lap (non-RT side, after the
+ * grace: the sampler is in a later window by then). */
+void win_free(struct cpu_state *c, int64_t w)
+{
+    struct win_slot *s = &c->wins[w % WIN_SLOTS];
+    if (LD(&s->win) != w)
+        return;
+    uint64_t s0 = LD(&s->seq);
+    ST(&s->seq, s0 + 1);
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+    ST(&s->count, 0);
+    ST(&s->sum_ns, 0);
+    ST(&s->overruns, 0);
+    ST(&s->spikes, 0);
+    ST(&s->max_ns, 0);
+    for (unsigned i = 0; i <= PROM_BUCKETS; i++)
+        ST(&s->prom[i], 0);
+    for (unsigned i = 0; i < HIST_BUCKETS; i++)
+        ST(&s->hist[i], 0);
+    /* a sampler that already claimed the slot for a later window keeps it */
+    int64_t expected = w;
+    __atomic_compare_exchange_n(&s->win, &expected, -1, 0, __ATOMIC_RELEASE, __ATOMIC_RELAXED);
+    __atomic_store_n(&s->seq, s0 + 2, __ATOMIC_RELEASE);
 }

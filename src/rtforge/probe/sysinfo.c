@@ -7,6 +7,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/utsname.h>
@@ -184,6 +185,25 @@ void telemetry_sample(struct telemetry *t, FILE *f, double t_s)
     else
         fputs("null", f);
     fputs("}\n", f);
+}
+
+void telemetry_read(struct telemetry *t, struct tel_sample *s)
+{
+    char v[128];
+    s->nzones = t->nzones < TEL_ZONES ? t->nzones : TEL_ZONES;
+    for (int i = 0; i < s->nzones; i++)
+        s->temp_mc[i] = pread_text(t->zone_fd[i], v, sizeof v) > 0 ? strtoll(v, NULL, 10) : LLONG_MIN;
+    s->throttled = pread_text(t->throttled_fd, v, sizeof v) > 0 ? strtoll(v, NULL, 16) : -1;
+    s->load1 = pread_text(t->loadavg_fd, v, sizeof v) > 0 ? strtod(v, NULL) : -1;
+}
+
+/* Zone i's number, and its type in type (empty when unreadable). */
+int telemetry_zone(const struct telemetry *t, int i, char *type, size_t size)
+{
+    char p[600];
+    if (read_text(sys_path(p, sizeof p, "/sys/class/thermal/thermal_zone%d/type", t->zone_no[i]), type, size) < 0)
+        type[0] = 0;
+    return t->zone_no[i];
 }
 
 void telemetry_close(struct telemetry *t)

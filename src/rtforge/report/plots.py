@@ -174,7 +174,7 @@ def latency_histogram(run: RunResult, cycle_ns: int | None = None) -> Figure:
     command = plain(command if trusted or not command else f"the file's command line: {command}", 400)
     if command:
         fig.text(0.01, 0.005, command, fontsize=7, family="monospace", color="#444", va="bottom")
-    fig.get_layout_engine().set(h_pad=0.25)
+    fig.set_layout_engine("constrained", h_pad=0.25)
     return fig
 
 

@@ -95,7 +95,7 @@ def _interrupts(ax, run: RunResult, t: np.ndarray, whole: np.ndarray, scale: flo
     """Interrupts per second on each CPU, and the irq/ threads' CPU use on a
     twin axis: the IRQ burst (a USB or network storm, the dwc_otg case) drawn
     under the latency spike it causes."""
-    series = run.series
+    series = run.series or {}
     handles = []
     for i, (cpu, col) in enumerate(zip(series["cpus"], series["irqs"])):
         tp, vp = pool_max(t[whole], values(col)[whole])

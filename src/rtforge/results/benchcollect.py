@@ -34,9 +34,11 @@ BUSY_FLOOR = 0.85           # CPU time / wall time per solver thread below this:
 def _throttled_during(before: str | None, after: str | None) -> list[str]:
     """Pi firmware throttling that happened during the benchmark: flags set
     now, or "since boot" flags that were not set before it."""
+    if before is None or after is None:
+        return []
     try:
         b, a = int(before, 16), int(after, 16)
-    except (TypeError, ValueError):
+    except ValueError:
         return []
     seen = (a & 0xF) | ((a & ~b) >> SINCE_BOOT_SHIFT & 0xF)
     return [name for bit, name in THROTTLE_BITS.items() if seen >> bit & 1]
@@ -67,7 +69,7 @@ def _warnings(n: int, system: dict, threads: list[int], usable: int, nqueens: li
                 f"{busy[len(busy) // 2]:.2f} of {expected} CPU{'s' if expected > 1 else ''} busy: other programs "
                 "(or a hypervisor) took CPU time, so these times are too slow: measure on an idle system"
             )
-    medians = [spread(e["elapsed_ns"])["median_s"] for e in nqueens if e["elapsed_ns"]]
+    medians = [m for e in nqueens if e["elapsed_ns"] and (m := spread(e["elapsed_ns"])["median_s"]) is not None]
     fastest = min(medians) if medians else None
     if fastest is not None and fastest < SHORT_SOLVE_S and n < N_MAX:
         better = min(N_MAX, n + math.ceil(math.log(SHORT_SOLVE_S / max(fastest, 1e-6), GROWTH_PER_N)))

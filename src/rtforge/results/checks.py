@@ -1,4 +1,4 @@
-"""Warnings about a run, each saying what to change (DESIGN rule 10)."""
+"""Warnings about a run, each saying what to change (architecture rule 10)."""
 
 from __future__ import annotations
 

@@ -61,7 +61,8 @@ class CpuResult:
     def from_dict(cls, d: dict[str, Any]) -> CpuResult:
         h = d["hist"]
         hist = Histogram.from_buckets(h["buckets"], h.get("overflow", 0), h.get("range_max_ns"))
-        fields = {k: d.get(k) for k in ("cpu", "count", "min_ns", "max_ns", "sum_ns", "overruns", "spikes")}
+        fields: dict[str, Any] = {k: d.get(k) for k in ("cpu", "count", "min_ns", "max_ns", "sum_ns", "overruns",
+                                                          "spikes")}
         return cls(hist=hist, spikes_dropped=d.get("spikes_dropped", 0), **fields)
 
 

@@ -45,6 +45,7 @@ import tempfile
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import List
 
 from .. import paths
 from ..paths import sync_dir
@@ -78,8 +79,8 @@ class Store:
                                 "folder") from None
             return
         except OSError as e:
-            why = {errno.ELOOP: "a symbolic link loop", errno.ENOTDIR: "below a file, not a folder"}.get(
-                e.errno, e.strerror)
+            known = {errno.ELOOP: "a symbolic link loop", errno.ENOTDIR: "below a file, not a folder"}
+            why = known.get(e.errno or 0, e.strerror or str(e))
             raise UserError(f"the run store {self.root} cannot be a folder ({why}): give --results-dir a folder, "
                             "or fix RTFORGE_RESULTS_DIR / XDG_DATA_HOME") from None
         raise UserError(f"the run store {self.root} is not a folder: give --results-dir a folder")
@@ -313,7 +314,7 @@ class Store:
             if _read_only(e):
                 db.close()
                 return _memory()
-            reason = e
+            reason: sqlite3.Error = e
         except sqlite3.DatabaseError as e:
             reason = e
         db.close()
@@ -382,7 +383,7 @@ class Store:
             rows = db.execute(f"SELECT {','.join(COLUMNS)} FROM runs {_ORDER}").fetchall()
         return [IndexRow(*r) for r in rows]
 
-    def damaged(self) -> list[DamagedRun]:
+    def damaged(self) -> List[DamagedRun]:  # typing's List: `list` is a method of this class
         """Run folders that could not be read, with why and where."""
         with self._index() as db:
             rows = db.execute("SELECT folder, path, why, source_sha256 FROM damaged ORDER BY folder").fetchall()

@@ -126,17 +126,17 @@ def culprit(s: dict[str, Any]) -> str:
     where = f" in {frame}" if frame else ""
     over = {k: v for k, v in parts.items() if s["total_us"] is not None and v > s["total_us"]}
     if over:  # the parts of a latency cannot exceed it: the clock jumped (seen under emulation)
-        k = max(over, key=over.get)
+        k = max(over, key=lambda name: over[name])
         return (f"no one to blame: rtla's breakdown does not add up ({k.replace('_', ' ')} {_us(over[k])} "
                 f"in a {_us(s['total_us'])} latency), a clock jump rather than a thread")
-    if s["kind"] == "irq" or (parts and max(parts, key=parts.get) == "irq_delay"):
+    if s["kind"] == "irq" or (parts and max(parts, key=lambda name: parts[name]) == "irq_delay"):
         delay = parts.get("irq_delay")
         if s.get("exit_from_idle"):  # rtla's own verdict: the CPU was waking from a deep idle state
             return f"timer IRQ {_us(delay)} late leaving idle{where}"
         return f"timer IRQ delayed {_us(delay)}: IRQs off in {who}{where}"
     if not parts:
         return "no breakdown"
-    top = max(parts, key=parts.get)
+    top = max(parts, key=lambda name: parts[name])
     if top == "blocking":
         return f"{who} kept the CPU {_us(parts[top])}{where}"
     if top == "irq_duration":

@@ -76,7 +76,7 @@ def read_csv(src: Source) -> Parsed:
                                    f"{ncols + histofall} counts")
     sums = column_sums(counts)
     if not any(sums):
-        raise src.error(rows.first_line, "the histogram holds no samples at all (every one fell beyond its range, "
+        raise src.error(rows.first_line or 1, "the histogram holds no samples at all (every one fell beyond its range, "
                                          "as with cyclictest -N); import cyclictest's text output with its '#' lines")
     threads = list(range(ncols))
     spikes, top, spike_warnings = spike_results(src, s, threads, US)

@@ -103,7 +103,7 @@ class TextCheck:
         self.name = name
         self.lines_before = 0   # newlines in the chunks already fed
         self.head = b""
-        self.decoder = None
+        self.decoder: codecs.BufferedIncrementalDecoder | None = None
         self.blank = True
 
     def _line(self, chunk: bytes, offset: int) -> int:

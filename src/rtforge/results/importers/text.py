@@ -229,7 +229,8 @@ def spike_results(src: Source, s: Scan, threads: list[int],
     if listed < total:
         counts = {t: None for t in threads}
         warnings.append(f"cyclictest counted {total:,} spikes but listed only {listed:,} (its --spike-nodes "
-                        "limit), so spikes per CPU are unknown: next time, give cyclictest a larger --spike-nodes or a higher --spike")
+                        "limit), so spikes per CPU are unknown: next time, give cyclictest a larger --spike-nodes "
+                        "or a higher --spike")
     top = top_spikes([(t, ts * 1000, lat * unit) for _, t, lat, ts in s.spikes])
     return counts, top, warnings
 
@@ -248,7 +249,8 @@ def break_warning(thread: int | None, value: int, unit: int, note: str = "") -> 
     who = f"thread {thread}" if thread is not None else "a thread"
     shown = f"{value:,} ns" if unit == NS else f"{value:,} µs"
     return (f"cyclictest stopped itself at its -b (break trace) threshold when {who} woke {shown} late{note}: the "
-            "run covers only the time before that wake-up; next time, leave out -b for a measurement of the whole duration")
+            "run covers only the time before that wake-up; next time, leave out -b for a measurement of the whole "
+            "duration")
 
 
 def read_text(src: Source) -> Parsed:
@@ -272,8 +274,9 @@ def read_text(src: Source) -> Parsed:
 
 def _footer(src: Source, s: Scan) -> dict[str, tuple[int, list[int]]]:
     rows = s.rows
-    if not rows.read:
-        raise src.error(s.hist_line, "'# Histogram' is followed by no histogram rows; the file is cut off or damaged")
+    if not rows.read or s.hist_line is None or rows.last_line is None:
+        raise src.error(s.hist_line or 1, "'# Histogram' is followed by no histogram rows; the file is cut off or "
+                                          "damaged")
     prev = s.footer["Total"][0] if "Total" in s.footer else rows.last_line
     for key in REQUIRED_FOOTER:
         if key not in s.footer:
@@ -361,7 +364,7 @@ def _from_histogram(src: Source, s: Scan, asked: int | None = None) -> Parsed:
     cols = s.rows.width
     histofall = n > 1 and cols == n + 1
     if cols != n and not histofall:
-        raise src.error(s.rows.first_line, f"histogram rows have {cols} counts per bucket but the summary lines "
+        raise src.error(s.rows.first_line or 1, f"histogram rows have {cols} counts per bucket but the summary lines "
                                            f"list {n} threads; the file is damaged")
     width = n + histofall
     for key in FOOTER_KEYS:

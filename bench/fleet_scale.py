@@ -1,0 +1,155 @@
+#!/usr/bin/env python3
+"""What a fleet costs the controller: `rtforge fleet latency` of N seconds on
+32 simulated boards against `rtforge latency` of N seconds on one of them,
+measured side by side in one run (one board first, then the fleet, then
+one board again; the single-board figure is the mean of the two).
+
+The boards are tests/support/fleetboards.py's: real sshds on loopback, each
+in its own mount and UTS namespace (own host name, own /var/tmp/rtforge),
+all on this machine's CPUs -- so every board's probe competes with the
+controller for them.  The probes measure one CPU at a slow interval
+(--cpus 0 --interval-us 10000) so that 32 of them leave the machine to the
+controller: this measures the orchestration, not latency.
+
+Prints: wall times and their ratio (goal <= 1.5), the controller's CPU time
+(rtforge fleet, ansible-playbook, its workers and modules, every rtforge
+under them and their ssh clients: everything in the play's session and
+this process's children), its peak memory (the sum of those processes'
+proportional set sizes, PSS: shared pages split among their sharers,
+sampled every 0.2 s), per board.
+
+    .venv/bin/python bench/fleet_scale.py [--boards 32] [--seconds 10]
+
+Needs root (the boards' namespaces, sshd, SCHED_FIFO).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.support: the boards
+
+from tests.support.fleetboards import Rack  # noqa: E402
+from tests.support.procs import pids, proc_stat  # noqa: E402
+
+
+
+def children_cpu_s() -> float:
+    c = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return c.ru_utime + c.ru_stime
+
+
+class PeakRss:
+    """The summed resident set of the process tree under root (sampled): the controller's footprint."""
+
+    def __init__(self, root: int, rack: Rack):
+        self.root, self.peak, self.count_peak = root, 0, 0
+        self.exclude = {b.holder.pid for b in rack.boards.values()}
+        self._stop = threading.Event()
+        self._t = threading.Thread(target=self._run, daemon=True)
+
+    def _tree(self) -> list[int]:
+        kids: dict[int, list[int]] = {}
+        for pid in pids():
+            st = proc_stat(pid)
+            if st:
+                kids.setdefault(st.ppid, []).append(pid)
+        out, todo = [], [self.root]
+        while todo:
+            p = todo.pop()
+            out.append(p)
+            todo += kids.get(p, [])
+        return out
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.2):
+            total = 0
+            tree = self._tree()
+            for pid in tree:
+                try:   # PSS: each shared page (a forked worker's, a library's) counted once over the sharers
+                    rollup = Path(f"/proc/{pid}/smaps_rollup").read_text()
+                    total += int(rollup.split("Pss:", 1)[1].split()[0]) * 1024
+                except (OSError, IndexError, ValueError):
+                    continue
+            self.peak = max(self.peak, total)
+            self.count_peak = max(self.count_peak, len(tree))
+
+    def __enter__(self):
+        self._t.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._t.join()
+
+
+def timed(argv: list[str], env: dict, rack: Rack) -> tuple[float, float, int, int, subprocess.CompletedProcess]:
+    cpu0, t0 = children_cpu_s(), time.monotonic()
+    p = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    with PeakRss(p.pid, rack) as mem:
+        out, err = p.communicate()
+    wall = time.monotonic() - t0
+    return wall, children_cpu_s() - cpu0, mem.peak, mem.count_peak, subprocess.CompletedProcess(argv, p.returncode,
+                                                                                                 out, err)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--boards", type=int, default=32)
+    ap.add_argument("--seconds", type=int, default=10)
+    args = ap.parse_args()
+    if os.geteuid() != 0:
+        print("fleet_scale needs root (the boards' namespaces and sshds)", file=sys.stderr)
+        return 2
+    rack = Rack.start(args.boards)
+    tmp = Path(tempfile.mkdtemp(prefix="rtforge-fleet-bench-"))
+    try:
+        inv = rack.inventory(tmp / "rack.ini", group_vars="rtforge_cpus=0\nrtforge_interval_us=10000")
+        first = rack.boards["pi-01"]
+        cfg = tmp / "one.ssh_config"
+        cfg.write_text(f"Host pi-01\n  HostName 127.0.0.1\n  Port {first.port}\n  User root\n"
+                       f"  IdentityFile {rack.dir / 'id_ed25519'}\n  UserKnownHostsFile {rack.dir / 'known_hosts'}\n"
+                       "  StrictHostKeyChecking yes\n")
+        env = {**os.environ, "RTFORGE_RESULTS_DIR": str(tmp / "results")}
+        rt = [sys.executable, "-m", "rtforge"]
+        one = rt + ["latency", "pi-01", "--ssh-config", str(cfg), "--duration", f"{args.seconds}s", "--cpus", "0",
+                    "--interval-us", "10000", "--json"]
+        fleet = rt + ["fleet", "latency", str(inv), "--duration", f"{args.seconds}s", "--json", "--new"]
+        singles = []
+        w, c, m, n, p = timed(one, env, rack)
+        assert p.returncode == 0, p.stderr
+        singles.append((w, c, m))
+        fw, fc, fm, fn, fp = timed(fleet, env, rack)
+        assert fp.returncode == 0, fp.stderr[-2000:]
+        w, c, m, n, p = timed(one, env, rack)
+        assert p.returncode == 0, p.stderr
+        singles.append((w, c, m))
+        sw = sum(s[0] for s in singles) / 2
+        sc = sum(s[1] for s in singles) / 2
+        sm = max(s[2] for s in singles)
+        print(f"fleet_scale: {args.boards} boards, runs of {args.seconds} s "
+              f"({time.strftime('%Y-%m-%d')}, {os.cpu_count()} CPUs)")
+        print(f"  one board   `rtforge latency HOST`:        wall {singles[0][0]:.1f} s and {singles[1][0]:.1f} s "
+              f"(mean {sw:.1f} s), controller CPU {sc:.1f} s, peak memory {sm / 2**20:.0f} MiB")
+        print(f"  {args.boards} boards  `rtforge fleet latency INV`: wall {fw:.1f} s, controller CPU {fc:.1f} s "
+              f"({fc / args.boards:.2f} s per board), peak memory {fm / 2**20:.0f} MiB "
+              f"({fm / args.boards / 2**20:.0f} MiB per board, {fn} processes at most)")
+        print(f"  ratio fleet/one board: wall {fw / sw:.2f}x (goal <= 1.5x)")
+        return 0
+    finally:
+        rack.stop()
+        import shutil
+        if not os.environ.get("RTFORGE_BENCH_KEEP"):
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

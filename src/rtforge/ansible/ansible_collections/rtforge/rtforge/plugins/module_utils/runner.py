@@ -1,0 +1,165 @@
+# -*- coding: utf-8 -*-
+# GPL-2.0-or-later (rtforge)
+"""Running one rtforge command for one board, on the controller.
+
+The modules of this collection run where Ansible runs them (delegated to
+localhost) under whatever Python Ansible uses there, which need not be the
+one rtforge is installed in: so they use the standard library only and
+drive the rtforge *command*, never its Python library.  rtforge does the
+per-board work and keeps its own promises (a board's run outlives a
+dropped connection; bad input is one sentence and exit status 2); this
+file turns its exit status and that sentence into an outcome Ansible can
+act on (retry an unreachable board, stop a rolling deploy on a fallback).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import subprocess
+import time
+
+# What a board's result is, in the words the fleet summary uses.
+OK = "ok"                   # the command did what was asked (a run stored, a kernel committed)
+UNREACHABLE = "unreachable"  # SSH never got through: nothing was started there
+LOST = "lost"               # the board dropped mid-run and did not come back in time: the run goes on there
+BUSY = "busy"               # the board was already measuring another run
+FELL_BACK = "fell back"     # deploy: the new kernel was not kept; the board boots its previous one
+REFUSED = "refused"         # rtforge said no for this board (a CPU it lacks, a tool missing there)
+INTERRUPTED = "interrupted"  # Ctrl-C or a signal from outside; a board's run goes on
+FAILED = "failed"           # anything else: an internal error, with its traceback's last line
+
+_ERROR = re.compile(r"^rtforge: error: (.*)$", re.M)
+_LET_GO = re.compile(r"the run (\S+) goes on on ")
+_BUSY = re.compile(r"already measuring \(run (\S+?)\)")
+_SPAN = re.compile(r"(\d+(?:\.\d+)?)([smhd])")
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+# The first thing each command asks a board: a connection lost there was never made, so nothing changed on
+# it.  Lost anywhere else (a deploy between its steps), the board may be half-way: that is a failure.
+FIRST_CONTACT = ("(during reading the board's facts)", "(during reading the target's /proc and /sys)",
+                 "(during listing the runs on the target)")
+STOP_GRACE_S = 90.0     # rtforge lets go of a run within seconds; cleaning up a refused start takes a connect timeout
+
+
+def span_s(text):
+    """'90s', '10m', '1h30m', '1.5h', '2d' -> seconds; None for anything else
+    (rtforge itself refuses it later, in its own words)."""
+    t = str(text).strip()
+    parts = _SPAN.findall(t)
+    if not parts or "".join(n + u for n, u in parts) != t:
+        return None
+    return sum(float(n) * _UNITS[u] for n, u in parts)
+
+
+class Finished(object):
+    def __init__(self, argv, rc, out, err, timed_out, seconds):
+        self.argv, self.rc, self.out, self.err = argv, rc, out, err
+        self.timed_out, self.seconds = timed_out, seconds
+
+    @property
+    def sentence(self):
+        """rtforge's own one-line error, else the last line it printed."""
+        found = _ERROR.findall(self.err)
+        if found:
+            return found[-1].strip()
+        lines = [ln.strip() for ln in (self.err or self.out).splitlines() if ln.strip()]
+        return lines[-1] if lines else "exit status %d" % self.rc
+
+    def json(self):
+        try:
+            return json.loads(self.out)
+        except ValueError:
+            return None
+
+
+def run(argv, deadline_s=None, env=None):
+    """Run rtforge; at the deadline ask it to let go (SIGTERM: rtforge lets go of
+    a board's run, which goes on there, and prints its id), then wait for that."""
+    t0 = time.monotonic()
+    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, env=env)
+    timed_out = False
+    try:
+        out, err = p.communicate(timeout=deadline_s)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        p.send_signal(signal.SIGTERM)
+        try:
+            out, err = p.communicate(timeout=STOP_GRACE_S)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            out, err = p.communicate()
+    return Finished(argv, p.returncode, out or "", err or "", timed_out, time.monotonic() - t0)
+
+
+def outcome(f, command):
+    """(outcome, message) of a finished rtforge command."""
+    if f.rc == 0:
+        return OK, ""
+    if f.rc == 130 or f.timed_out:
+        m = _LET_GO.search(f.err)
+        if f.timed_out:
+            if m:
+                return LOST, ("the board did not answer until the deadline; its run %s goes on there and is "
+                              "collected when the command is run again" % m.group(1))
+            return LOST, "no answer before the deadline (%.0f s): %s" % (f.seconds, f.sentence)
+        return INTERRUPTED, (("let go of run %s, which goes on on the board" % m.group(1)) if m else "interrupted")
+    if f.rc == 1 and command == "deploy":
+        return FELL_BACK, f.sentence
+    if f.rc == 2:
+        s = f.sentence
+        if s.startswith("cannot reach ") or (s.startswith("lost the connection to ") and
+                                             any(step in s for step in FIRST_CONTACT)):
+            return UNREACHABLE, s
+        if _BUSY.search(s):
+            return BUSY, s
+        return REFUSED, s
+    return FAILED, f.sentence
+
+
+def let_go_run(f):
+    """The id of the run rtforge let go of (it goes on on the board), if it said one."""
+    m = _LET_GO.search(f.err)
+    return m.group(1) if m else None
+
+
+_RUNNING = re.compile(r"^(\S+) is still running on ", re.M)
+
+
+def still_running(f):
+    """Runs `rtforge fetch` left on the board because they are still measuring."""
+    return _RUNNING.findall(f.err)
+
+
+def started_after(run_id, since):
+    """Run ids begin with their start, YYYYmmdd-HHMMSS in UTC (the controller's clock)."""
+    if not since:
+        return False
+    digits = re.sub(r"[^0-9]", "", since)[:14]
+    return re.sub(r"[^0-9]", "", run_id[:15]) >= digits
+
+
+def busy_run(f):
+    m = _BUSY.search(f.err)
+    return m.group(1) if m else None
+
+
+def base_argv(params, command, host):
+    """rtforge COMMAND HOST --ssh-config FILE [--results-dir DIR]."""
+    argv = list(params["rtforge"]) + [command, host]
+    if params.get("ssh_config"):
+        argv += ["--ssh-config", params["ssh_config"]]
+    if params.get("results_dir") and command not in ("deploy", "doctor"):
+        argv += ["--results-dir", params["results_dir"]]
+    return argv
+
+
+def run_summary(shown):
+    """The few figures of `rtforge show --json` a fleet summary needs."""
+    if not isinstance(shown, dict):
+        return {}
+    every = shown.get("all") or {}
+    return {k: shown.get(k) for k in ("run_id", "label", "state", "partial", "host", "start_time", "duration_s",
+                                      "kernel_release", "preempt_model", "max_ns")} | {
+        "p99_ns": every.get("p99_ns"), "count": every.get("count"),
+        "interval_us": (shown.get("config") or {}).get("interval_us")}

@@ -1,0 +1,61 @@
+# -*- coding: utf-8 -*-
+# GPL-2.0-or-later (rtforge)
+
+DOCUMENTATION = r"""
+module: deploy
+short_description: Install a kernel on a board with rtforge, tried once, kept only if it proves itself
+description:
+  - Runs C(rtforge deploy HOST BUNDLE) on the controller (delegate it to localhost). rtforge installs the kernel
+    beside the old one, boots it once (tryboot or grub-reboot), checks that it is the expected PREEMPT_RT kernel
+    and only then makes it the default; otherwise the board boots its previous kernel again.
+  - A kernel that was not kept fails the task with outcome C(fell back), so a play with C(serial) and
+    C(max_fail_percentage=0) stops before the next batch of boards.
+options:
+  host: {description: the board's Host alias in I(ssh_config), required: true, type: str}
+  ssh_config: {description: ssh config file rtforge connects with, type: path}
+  rtforge: {description: the rtforge command, as a list, type: list, elements: str, default: [rtforge]}
+  bundle: {description: a bundle from rtforge kernel build, or a linux-image .deb for a GRUB board, type: path}
+  official: {description: "install Raspberry Pi's own RT kernel package instead", type: bool, default: false}
+  no_try: {description: firmware without tryboot (no automatic way back), type: bool, default: false}
+  timeout: {description: how long to wait for the board to come back, e.g. 5m, type: str, default: 5m}
+"""
+
+RETURN = r"""
+outcome: {description: "ok, fell back, unreachable, refused, interrupted or failed", type: str, returned: always}
+message: {description: "rtforge's last word: what the board boots now", type: str, returned: always}
+steps: {description: the steps rtforge went through, type: list, returned: always}
+"""
+
+from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+
+from ansible_collections.rtforge.rtforge.plugins.module_utils import runner  # noqa: E402
+
+
+def main():
+    module = AnsibleModule(argument_spec=dict(
+        host=dict(type="str", required=True), ssh_config=dict(type="path"),
+        rtforge=dict(type="list", elements="str", default=["rtforge"]), bundle=dict(type="path"),
+        official=dict(type="bool", default=False), no_try=dict(type="bool", default=False),
+        timeout=dict(type="str", default="5m")))
+    p = module.params
+    argv = runner.base_argv(p, "deploy", p["host"])
+    if p["bundle"]:
+        argv.insert(len(p["rtforge"]) + 2, p["bundle"])
+    argv += ["--official"] if p["official"] else []
+    argv += ["--no-try"] if p["no_try"] else []
+    argv += ["--timeout", p["timeout"]]
+    # rtforge bounds each wait itself (--timeout); no deadline of ours may cut a deploy between its steps
+    f = runner.run(argv)
+    result, message = runner.outcome(f, "deploy")
+    lines = [ln.strip() for ln in f.out.splitlines() if ln.strip()]
+    steps = [ln[2:] for ln in lines if ln.startswith("→ ")]
+    last = next((ln for ln in reversed(lines) if ln.startswith(("done:", "not deployed:"))), "")
+    word = last.split(":", 1)[1].strip() if last else message
+    if result == runner.OK:
+        module.exit_json(changed=True, outcome=result, message=word, steps=steps, seconds=round(f.seconds, 1))
+    module.fail_json(msg=word or message, outcome=result, message=word or message, steps=steps, rc=f.rc,
+                     seconds=round(f.seconds, 1), stderr_tail=f.err[-2000:])
+
+
+if __name__ == "__main__":
+    main()

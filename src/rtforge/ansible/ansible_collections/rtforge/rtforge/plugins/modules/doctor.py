@@ -1,0 +1,54 @@
+# -*- coding: utf-8 -*-
+# GPL-2.0-or-later (rtforge)
+
+DOCUMENTATION = r"""
+module: doctor
+short_description: What hurts latency on a board, with rtforge doctor
+description:
+  - Runs C(rtforge doctor HOST --json) on the controller (delegate it to localhost) and returns its report.
+    It is a report, so the task succeeds whatever doctor finds and fails only when the board cannot be
+    examined.
+options:
+  host: {description: the board's Host alias in I(ssh_config), required: true, type: str}
+  ssh_config: {description: ssh config file rtforge connects with, type: path}
+  rtforge: {description: the rtforge command, as a list, type: list, elements: str, default: [rtforge]}
+  window_s: {description: seconds over which threads' CPU use is measured, type: float}
+  isolate: {description: CPUs meant for RT work, type: str}
+"""
+
+RETURN = r"""
+outcome: {description: "ok, unreachable, refused, interrupted or failed", type: str, returned: always}
+counts: {description: findings per severity (blocks-rt, costs-latency, note), type: dict, returned: on success}
+report: {description: "rtforge doctor's --json report", type: dict, returned: on success}
+"""
+
+from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+
+from ansible_collections.rtforge.rtforge.plugins.module_utils import runner  # noqa: E402
+
+DEADLINE_S = 600.0   # doctor reads a board for seconds; a board that hangs it must not hold the play for ever
+
+
+def main():
+    module = AnsibleModule(argument_spec=dict(
+        host=dict(type="str", required=True), ssh_config=dict(type="path"),
+        rtforge=dict(type="list", elements="str", default=["rtforge"]), window_s=dict(type="float"),
+        isolate=dict(type="str")))
+    p = module.params
+    argv = runner.base_argv(p, "doctor", p["host"]) + ["--json"]
+    argv += ["--window-s", str(p["window_s"])] if p["window_s"] is not None else []
+    argv += ["--isolate", p["isolate"]] if p["isolate"] else []
+    f = runner.run(argv, deadline_s=DEADLINE_S)
+    result, message = runner.outcome(f, "doctor")
+    report = f.json() if result == runner.OK else None
+    if result == runner.OK and isinstance(report, dict):
+        counts = {}
+        for finding in report.get("findings") or []:
+            counts[finding.get("severity")] = counts.get(finding.get("severity"), 0) + 1
+        module.exit_json(changed=False, outcome=result, counts=counts, report=report, seconds=round(f.seconds, 1))
+    module.fail_json(msg=message or "doctor printed no report", outcome=result if result != runner.OK else
+                     runner.FAILED, rc=f.rc, seconds=round(f.seconds, 1), stderr_tail=f.err[-2000:])
+
+
+if __name__ == "__main__":
+    main()

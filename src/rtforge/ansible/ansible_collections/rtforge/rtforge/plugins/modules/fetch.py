@@ -1,0 +1,46 @@
+# -*- coding: utf-8 -*-
+# GPL-2.0-or-later (rtforge)
+
+DOCUMENTATION = r"""
+module: fetch
+short_description: Bring the runs that ended on a board into the controller's run store
+description:
+  - Runs C(rtforge fetch HOST --json) on the controller (delegate it to localhost). Every finished or partial run
+    is copied into the store, checked against the board's sha256, and only then removed from the board.
+    Runs still measuring stay there and are named.
+options:
+  host: {description: the board's Host alias in I(ssh_config), required: true, type: str}
+  ssh_config: {description: ssh config file rtforge connects with, type: path}
+  rtforge: {description: the rtforge command, as a list, type: list, elements: str, default: [rtforge]}
+  results_dir: {description: the run store (default rtforge's own), type: path}
+"""
+
+RETURN = r"""
+outcome: {description: "ok, unreachable, refused, interrupted or failed", type: str, returned: always}
+runs: {description: the fetched runs' figures, type: list, returned: on success}
+running: {description: ids of runs still measuring on the board, type: list, returned: on success}
+"""
+
+from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+
+from ansible_collections.rtforge.rtforge.plugins.module_utils import runner  # noqa: E402
+
+DEADLINE_S = 3600.0   # a fetch copies files of any size; only a board that hangs is cut
+
+
+def main():
+    module = AnsibleModule(argument_spec=dict(
+        host=dict(type="str", required=True), ssh_config=dict(type="path"),
+        rtforge=dict(type="list", elements="str", default=["rtforge"]), results_dir=dict(type="path")))
+    p = module.params
+    f = runner.run(runner.base_argv(p, "fetch", p["host"]) + ["--json"], deadline_s=DEADLINE_S)
+    result, message = runner.outcome(f, "fetch")
+    if result == runner.OK:
+        runs = [runner.run_summary(s) for s in (f.json() or [])]
+        module.exit_json(changed=bool(runs), outcome=result, runs=runs, running=runner.still_running(f),
+                         seconds=round(f.seconds, 1))
+    module.fail_json(msg=message, outcome=result, rc=f.rc, seconds=round(f.seconds, 1), stderr_tail=f.err[-2000:])
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,146 @@
+# -*- coding: utf-8 -*-
+# GPL-2.0-or-later (rtforge)
+
+DOCUMENTATION = r"""
+module: latency
+short_description: Measure a board's wake-up latency with rtforge and store the run
+description:
+  - Runs C(rtforge latency HOST --json) on the controller (delegate it to localhost); rtforge reaches the board
+    over SSH with the ssh config the rtforge.rtforge.ssh_config module wrote, uploads its probe, measures and
+    stores the run in the controller's run store, labelled with the board's inventory name.
+  - A board that drops mid-run is waited for until I(patience) past the run's expected end; then rtforge lets go
+    of the run, which goes on on the board, and the module fails with outcome C(lost) and the run's id.
+    Called again with I(run) set to that id (or I(resume) true), it collects the run instead of measuring again.
+options:
+  host: {description: the board's Host alias in I(ssh_config) (the inventory name), required: true, type: str}
+  ssh_config: {description: ssh config file rtforge connects with, type: path}
+  rtforge: {description: the rtforge command, as a list, type: list, elements: str, default: [rtforge]}
+  results_dir: {description: the run store (default rtforge's own), type: path}
+  label: {description: the run's label, type: str}
+  duration: {description: e.g. 10m, 2h, type: str}
+  loops: {description: wake-ups per CPU instead of a duration, type: int}
+  interval_us: {description: wake-up period in µs, type: int}
+  priority: {type: int, description: SCHED_FIFO priority}
+  policy: {type: str, description: fifo or rr}
+  cpus: {type: str, description: CPUs to measure, e.g. 0-3}
+  load: {type: str, description: comma-separated loads (cpu, io, vm, net, hackbench, zero)}
+  engine: {type: str, description: probe or cyclictest}
+  phase: {type: str, description: together or spread}
+  spike_us: {type: int, description: log wake-ups later than this}
+  histogram_us: {type: int, description: cyclictest's histogram range}
+  settle_s: {type: float, description: seconds the loads run before measuring}
+  trace: {type: bool, default: false, description: also run rtla timerlat's analysis}
+  install: {type: bool, default: false, description: install missing tools on the board with apt-get}
+  patience:
+    type: str
+    default: 5m
+    description: how long beyond the run's own length (its start included) a board is waited for; then its run
+      goes on there alone
+  run: {type: str, description: a run of this board to collect (attach) instead of measuring}
+  resume: {type: bool, default: false, description: first collect a run of this label started after I(since)}
+  since: {type: str, description: ISO 8601 UTC time; with I(resume), only runs started after it are this one's}
+"""
+
+RETURN = r"""
+outcome: {description: "ok, unreachable, lost, busy, refused, interrupted or failed", type: str, returned: always}
+run_id: {description: the stored run (ok) or the run that goes on on the board (lost), type: str, returned: when known}
+how: {description: "measured, attached or fetched", type: str, returned: on success}
+summary: {description: the run's figures (max_ns, p99_ns, state, partial, kernel_release, preempt_model), type: dict}
+"""
+
+from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+
+from ansible_collections.rtforge.rtforge.plugins.module_utils import runner  # noqa: E402
+
+OPTIONS = (("duration", "--duration"), ("loops", "--loops"), ("interval_us", "--interval-us"),
+           ("priority", "--priority"), ("policy", "--policy"), ("cpus", "--cpus"), ("load", "--load"),
+           ("engine", "--engine"), ("phase", "--phase"), ("spike_us", "--spike-us"),
+           ("histogram_us", "--histogram-us"), ("settle_s", "--settle-s"))
+FETCH_DEADLINE_S = 600.0    # a fetch copies a finished run; only a board that hangs takes longer
+INSTALL_ALLOWANCE_S = 1800.0  # --install: apt-get on the board before the run starts
+
+
+def expected_s(p):
+    """How long the run should measure, from the options as given (None: unknown)."""
+    if p["loops"]:
+        return p["loops"] * (p["interval_us"] or 200) / 1e6
+    d = runner.span_s(p["duration"] or "60s")
+    if d is None:
+        return None
+    settle = p["settle_s"] if p["settle_s"] is not None else (3.0 if p["load"] else 0.0)
+    return d + settle
+
+
+def measure_argv(p):
+    argv = runner.base_argv(p, "latency", p["host"]) + ["--json"]
+    if p["label"]:
+        argv += ["--label", p["label"]]
+    for key, flag in OPTIONS:
+        if p[key] is not None and p[key] != "":
+            argv += [flag, str(p[key])]
+    argv += ["--trace"] if p["trace"] else []
+    argv += ["--install"] if p["install"] else []
+    return argv
+
+
+def ours(shown, p):
+    """A run fetched from the board is this measurement's when it carries its
+    label and started after it (start times are the controller's clock)."""
+    return (shown.get("label") == p["label"] and (not p["since"] or (shown.get("start_time") or "") >= p["since"]))
+
+
+def main():
+    spec = dict(host=dict(type="str", required=True), ssh_config=dict(type="path"),
+                rtforge=dict(type="list", elements="str", default=["rtforge"]), results_dir=dict(type="path"),
+                label=dict(type="str"), duration=dict(type="str"), loops=dict(type="int"),
+                interval_us=dict(type="int"), priority=dict(type="int"), policy=dict(type="str"),
+                cpus=dict(type="str"), load=dict(type="str"), engine=dict(type="str"), phase=dict(type="str"),
+                spike_us=dict(type="int"), histogram_us=dict(type="int"), settle_s=dict(type="float"),
+                trace=dict(type="bool", default=False), install=dict(type="bool", default=False),
+                patience=dict(type="str", default="5m"), run=dict(type="str"),
+                resume=dict(type="bool", default=False), since=dict(type="str"))
+    module = AnsibleModule(argument_spec=spec, supports_check_mode=False)
+    p = module.params
+    patience = runner.span_s(p["patience"])
+    if patience is None:
+        module.fail_json(msg="patience %r is not a duration such as 90s or 5m" % p["patience"], outcome=runner.REFUSED)
+    expected = expected_s(p)
+    # patience covers the start (connect, upload, the runner) and a board that drops and comes back
+    deadline = None if expected is None else expected + patience + (INSTALL_ALLOWANCE_S if p["install"] else 0)
+
+    def finish(f, how):
+        result, message = runner.outcome(f, "latency")
+        shown = f.json() if result == runner.OK else None
+        summary = runner.run_summary(shown)
+        run_id = summary.get("run_id") or runner.let_go_run(f) or runner.busy_run(f)
+        if result == runner.OK:
+            module.exit_json(changed=True, outcome=result, how=how, run_id=run_id, summary=summary,
+                             seconds=round(f.seconds, 1))
+        module.fail_json(msg=message, outcome=result, run_id=run_id, rc=f.rc, how=how,
+                         seconds=round(f.seconds, 1), stderr_tail=f.err[-2000:])
+
+    if p["run"]:  # a run this measurement started before: follow it to its end, or collect it
+        argv = runner.base_argv(p, "attach", p["host"])
+        argv.insert(len(p["rtforge"]) + 2, p["run"])
+        finish(runner.run(argv + ["--json"], deadline_s=deadline), "attached")
+    if p["resume"]:  # started before, id unknown (the controller was killed): collect what ended
+        f = runner.run(runner.base_argv(p, "fetch", p["host"]) + ["--json"], deadline_s=FETCH_DEADLINE_S)
+        result, message = runner.outcome(f, "fetch")
+        if result == runner.OK:
+            mine = [s for s in (f.json() or []) if ours(s, p)]
+            if mine:
+                summary = runner.run_summary(mine[-1])
+                module.exit_json(changed=True, outcome=runner.OK, how="fetched", run_id=summary["run_id"],
+                                 summary=summary, seconds=round(f.seconds, 1))
+            going = [r for r in runner.still_running(f) if runner.started_after(r, p["since"])]
+            if going:  # the board measures still, and began after this measurement did: it is this one
+                argv = runner.base_argv(p, "attach", p["host"])
+                argv.insert(len(p["rtforge"]) + 2, going[0])
+                finish(runner.run(argv + ["--json"], deadline_s=deadline), "attached")
+        elif result == runner.UNREACHABLE:
+            module.fail_json(msg=message, outcome=result, rc=f.rc, how="fetched", stderr_tail=f.err[-2000:])
+    finish(runner.run(measure_argv(p), deadline_s=deadline), "measured")
+
+
+if __name__ == "__main__":
+    main()

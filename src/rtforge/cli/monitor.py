@@ -1,0 +1,369 @@
+"""rtforge monitor …: soak monitoring on a board (or here) -- run in the
+foreground, start/stop/status of the service, fetch into the store -- and
+rtforge trend: the long-term view across days and kernels with the
+promotion rule (docs/monitoring.md)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from .. import paths
+from ..errors import UserError
+from ..results.monitorfolder import find_host
+from ..results.store import Store
+from ..results.trend import Rule
+from ..results.windows import Window, parse_window
+from ..units import format_span, parse_span_s, shown
+from ..device import LocalTransport, SshTransport
+from .common import HOST_OPTIONAL, RESULTS_DIR, SSH_CONFIG, err_console
+from .render import make_console
+
+app = typer.Typer()
+monitor_app = typer.Typer(no_args_is_help=True, help="Soak monitoring: windowed maxima for days and months, "
+                          "as a service on a board, with Prometheus metrics.")
+app.add_typer(monitor_app, name="monitor")
+
+WINDOW = typer.Option("5m", "--window", "-w", metavar="DURATION", help="window length: 5m (OSADL's), 60s, 1h")
+INTERVAL = typer.Option("1000", "--interval-us", "-i", metavar="INTEGER", help="wake-up period in µs")
+PRIORITY = typer.Option("90", "--priority", "-p", metavar="INTEGER", help="SCHED_FIFO priority (1-99)")
+CPUS = typer.Option(None, "--cpus", "-c", metavar="CPUS", help="CPUs to measure, e.g. 0-3,6 (default: all)")
+ALERT = typer.Option(None, "--alert-us", metavar="INTEGER", help="keep evidence of windows whose max is over this "
+                     "(their worst spikes; rtla's analysis where the kernel traces)")
+TEXTFILE = typer.Option(None, "--textfile-dir", metavar="DIR", help="write DIR/rtforge.prom for node_exporter's "
+                        "textfile collector (start: Debian's folder when it exists)")
+STATE = typer.Option(None, "--state-dir", metavar="DIR", help="the monitor's folder (default /var/lib/rtforge-monitor)")
+KEEP = typer.Option("14", "--keep-days", metavar="INTEGER", help="days of windows kept on the board")
+CAP = typer.Option("100", "--max-mb", metavar="INTEGER", help="the folder's size cap in MiB")
+
+
+def _transport(host: Optional[str], ssh_config: Optional[Path]):
+    if host is None or host == "local":
+        if ssh_config is not None:
+            raise UserError("--ssh-config is for a board: name it first, e.g. rtforge monitor start HOST "
+                            "--ssh-config FILE")
+        return LocalTransport()
+    return SshTransport(host, ssh_config=ssh_config)
+
+
+def _default_state(host: Optional[str]) -> str:
+    from ..monitor.spec import STATE_DIR, local_state_dir
+    return str(local_state_dir()) if host in (None, "local") else STATE_DIR
+
+
+def _steps():
+    err = err_console()
+    return (lambda s: err.print(s, style="dim")) if sys.stderr.isatty() else (lambda s: None)
+
+
+def _spec(host, *, window, for_, interval_us, priority, cpus, alert_us, textfile_dir, state_dir, keep_days, max_mb):
+    from ..monitor.spec import MonitorSpec
+    return MonitorSpec.parse(window=window, for_=for_, interval_us=interval_us, priority=priority, cpus=cpus,
+                             alert_us=alert_us, textfile_dir=textfile_dir,
+                             state_dir=state_dir or _default_state(host), keep_days=keep_days, max_mb=max_mb)
+
+
+def _utc(ns: int, fmt: str = "%H:%M:%S") -> str:
+    return datetime.fromtimestamp(ns / 1e9, tz=timezone.utc).strftime(fmt)
+
+
+def window_line(w: Window) -> str:
+    """One closed window in at most 80 columns: when, the worst wake-up and
+    its CPU, then what an operator looks for (overruns, an alert, a partial
+    window, the temperature -- dropped first when the line is full)."""
+    worst = max((c for c in w.cpus if c.max_ns is not None), key=lambda c: c.max_ns or 0, default=None)
+    most = f"max {worst.max_ns / 1000:8.1f} µs (CPU {worst.cpu})" if worst and worst.max_ns is not None \
+        else "no wake-up"
+    notes = []
+    if w.overruns:
+        notes.append(f"{w.overruns} overruns")
+    if w.alert:
+        notes.append("ALERT")
+    if w.partial:
+        notes.append("partial")
+    temps = [t for t in w.tel.get("temp_max_mc") or [] if isinstance(t, int)]
+    line = f"{_utc(w.start_ns)}–{_utc(w.end_ns)}  {most}"
+    for extra in (notes, [f"{max(temps) / 1000:.0f} °C"] if temps else []):
+        if extra and len(line) + 2 + len(" ".join(extra)) <= 80:
+            line += "  " + " ".join(extra)
+    return line
+
+
+def event_line(e: dict) -> str | None:
+    """What a user should see of the probe's events, while it runs."""
+    kind = e.get("event")
+    if kind == "gap" and isinstance(e.get("seconds"), (int, float)):
+        why = "a reboot" if e.get("reboot") else "a restart"
+        how = "" if e.get("clean") else ", and the monitor before it did not stop cleanly (a crash or power loss?)"
+        return f"gap: {format_span(max(0, e['seconds']))} not measured since the last window ({why}{how})"
+    if kind == "kernel" and isinstance(e.get("from"), dict) and isinstance(e.get("to"), dict):
+        return f"kernel changed: {shown(str(e['from'].get('release')))} → {shown(str(e['to'].get('release')))}"
+    if kind == "rotated":
+        return f"storage: removed {shown(str(e.get('removed')), 80)} ({shown(str(e.get('why')))})"
+    if kind == "over_cap":
+        return "storage: over --max-mb even after removing every old file: raise it"
+    return None
+
+
+@monitor_app.command("run")
+def run_cmd(
+    host: Optional[str] = typer.Argument(None, help=HOST_OPTIONAL),
+    window: str = WINDOW,
+    for_: Optional[str] = typer.Option(None, "--for", metavar="DURATION", help="stop after this long, e.g. 30s, "
+                                       "10m, 2h (default: until Ctrl-C)"),
+    interval_us: str = INTERVAL, priority: str = PRIORITY, cpus: Optional[str] = CPUS,
+    alert_us: Optional[str] = ALERT, textfile_dir: Optional[str] = TEXTFILE, state_dir: Optional[str] = STATE,
+    keep_days: str = KEEP, max_mb: str = CAP, ssh_config: Optional[Path] = SSH_CONFIG,
+) -> int:
+    """Measure in windows in the foreground: what the service runs; Ctrl-C ends it and keeps every window."""
+    from ..monitor import live
+
+    spec = _spec(host, window=window, for_=for_, interval_us=interval_us, priority=priority, cpus=cpus,
+                 alert_us=alert_us, textfile_dir=textfile_dir, state_dir=state_dir, keep_days=keep_days,
+                 max_mb=max_mb)
+    transport = _transport(host, ssh_config)
+    out = make_console()
+    err = err_console()
+
+    def started(lv) -> None:
+        for note in lv.notes:
+            err.print(f"note: {shown(note, 300)}", highlight=False)
+        span = f" for {format_span(spec.duration_s)}" if spec.duration_s else "; Ctrl-C ends it"
+        err.print(f"monitoring {shown(lv.host)} in {format_span(spec.window_s)} windows{span} "
+                  f"(times UTC; kept in {shown(spec.state_dir, 200)})", highlight=False)
+
+    def event(e: dict) -> None:
+        if line := event_line(e):
+            err.print(line, highlight=False)
+
+    try:
+        result = live.run(transport, spec, on_window=lambda w: out.print(window_line(w), highlight=False),
+                          on_step=_steps(), on_start=started, on_event=event)
+    finally:
+        transport.close()
+    where = "" if isinstance(transport, LocalTransport) else f" {host}"
+    err.print(f"{len(result.windows)} windows kept in {shown(spec.state_dir, 200)}"
+              f"{'' if not where else ' on' + where}: `rtforge monitor fetch{where}` brings them into the store",
+              highlight=False)
+    return 130 if result.interrupted else 0
+
+
+@monitor_app.command()
+def start(
+    host: Optional[str] = typer.Argument(None, help=HOST_OPTIONAL),
+    window: str = WINDOW, interval_us: str = INTERVAL, priority: str = PRIORITY, cpus: Optional[str] = CPUS,
+    alert_us: Optional[str] = ALERT, textfile_dir: Optional[str] = TEXTFILE, state_dir: Optional[str] = STATE,
+    keep_days: str = KEEP, max_mb: str = CAP, ssh_config: Optional[Path] = SSH_CONFIG,
+) -> None:
+    """Install the probe and rtforge-monitor.service, enable it at boot and start it."""
+    from ..monitor import service
+
+    spec = _spec(host, window=window, for_=None, interval_us=interval_us, priority=priority, cpus=cpus,
+                 alert_us=alert_us, textfile_dir=textfile_dir, state_dir=state_dir or service.STATE_DIR,
+                 keep_days=keep_days, max_mb=max_mb)
+    transport = _transport(host, ssh_config)
+    try:
+        f, notes = service.start(transport, spec, on_step=_steps())
+    finally:
+        transport.close()
+    err = err_console()
+    for note in notes:
+        err.print(f"note: {shown(note, 300)}", highlight=False)
+    where = "this machine" if isinstance(transport, LocalTransport) else host
+    make_console().print(f"{service.UNIT} runs on {shown(where)} ({shown(f.hostname)}): "
+                         f"{format_span(spec.window_s)} windows into {shown(spec.state_dir, 200)}, started at boot",
+                         highlight=False)
+
+
+@monitor_app.command()
+def stop(
+    host: Optional[str] = typer.Argument(None, help=HOST_OPTIONAL),
+    uninstall: bool = typer.Option(False, "--uninstall", help="also remove the service and the probe "
+                                   "(the windows stay)"),
+    ssh_config: Optional[Path] = SSH_CONFIG,
+) -> None:
+    """Stop and disable the service; its windows stay on the board for `monitor fetch`."""
+    from ..monitor import service
+
+    transport = _transport(host, ssh_config)
+    try:
+        done = service.stop(transport, uninstall=uninstall)
+    finally:
+        transport.close()
+    where = "this machine" if isinstance(transport, LocalTransport) else host
+    if not done:
+        raise UserError(f"no {service.UNIT} on {shown(where)}: nothing to stop")
+    make_console().print(f"{service.UNIT} stopped on {shown(where)}{' and removed' if uninstall else ''}; "
+                         "its windows stay in its folder", highlight=False)
+
+
+def _status_doc(st, state_dir: str) -> dict:
+    last = None
+    if st.last:
+        try:
+            last = parse_window(json.loads(st.last))
+        except ValueError:
+            last = None
+    gaps = [json.loads(g) for g in st.gaps if g.startswith("{")]
+    svc = st.service
+    running = svc.get("ActiveState") == "active" or st.alive
+    return {
+        "running": running, "service": svc.get("ActiveState") if svc.get("LoadState") == "loaded" else None,
+        "since": svc.get("ActiveEnterTimestamp") or None if svc.get("ActiveState") == "active" else None,
+        "pid": int(st.state["pid"]) if running and st.state.get("pid", "").isdigit() else None,
+        "started_ns": int(st.state["started_ns"]) if st.state.get("started_ns", "").isdigit() else None,
+        "kernel": st.state.get("release"), "window_s": st.state.get("window_s"), "state_dir": state_dir,
+        "windows": st.windows, "last_window": None if last is None else {
+            "start_ns": last.start_ns, "end_ns": last.end_ns, "max_ns": last.max_ns, "partial": last.partial},
+        "gaps": len(gaps), "last_gap": gaps[-1] if gaps else None,
+        "used_bytes": None if st.used_kb is None else st.used_kb * 1024,
+    }
+
+
+@monitor_app.command()
+def status(
+    host: Optional[str] = typer.Argument(None, help=HOST_OPTIONAL),
+    state_dir: Optional[str] = STATE, ssh_config: Optional[Path] = SSH_CONFIG,
+    as_json: bool = typer.Option(False, "--json", help="print the status as JSON"),
+) -> None:
+    """Running or not, since when, windows recorded, the last window's max, gaps, storage used."""
+    from ..monitor import service
+
+    folder = state_dir or _default_state(host)
+    transport = _transport(host, ssh_config)
+    try:
+        doc = _status_doc(service.status(transport, folder), folder)
+    finally:
+        transport.close()
+    if as_json:
+        print(json.dumps(doc, indent=1))
+        return
+    out = make_console()
+    where = "this machine" if isinstance(transport, LocalTransport) else host
+    if doc["running"]:
+        since = doc["since"] or (_utc(doc["started_ns"], "%Y-%m-%d %H:%M:%S UTC") if doc["started_ns"] else "?")
+        how = "as rtforge-monitor.service" if doc["service"] == "active" else "in the foreground"
+        out.print(f"monitor on {shown(where)}: running {how} since {shown(since)} (pid {doc['pid']})", highlight=False)
+    else:
+        svc = f" (the service is {doc['service']})" if doc["service"] else " (no service installed)"
+        out.print(f"monitor on {shown(where)}: not running{svc}", highlight=False)
+    if doc["kernel"] is None and not doc["windows"]:
+        at = "" if isinstance(transport, LocalTransport) else f" {host}"
+        out.print(f"no monitor has written {shown(folder, 200)} yet: `rtforge monitor start{at}` starts one",
+                  highlight=False)
+        return
+    out.print(f"kernel {shown(doc['kernel'] or '?')}, folder {shown(folder, 200)}", highlight=False)
+    lw = doc["last_window"]
+    last = (f"; the last, {_utc(lw['start_ns'], '%Y-%m-%d %H:%M:%S')}–{_utc(lw['end_ns'])} UTC: max "
+            f"{lw['max_ns'] / 1000:.1f} µs" if lw and lw["max_ns"] is not None else "")
+    out.print(f"windows recorded: {doc['windows']:,}{last}", highlight=False)
+    g = doc["last_gap"]
+    gap = (f"; the last: {format_span(max(0, g.get('seconds', 0)))} before "
+           f"{_utc(g['to_ns'], '%Y-%m-%d %H:%M UTC')}, {'a reboot' if g.get('reboot') else 'a restart'}"
+           f"{'' if g.get('clean') else ' after an unclean end'}" if isinstance(g, dict) and
+           isinstance(g.get("to_ns"), int) else "")
+    out.print(f"gaps: {doc['gaps']}{gap}", highlight=False)
+    if doc["used_bytes"] is not None:
+        out.print(f"storage used: {doc['used_bytes'] / 2**20:.1f} MiB", highlight=False)
+
+
+@monitor_app.command()
+def fetch(
+    host: Optional[str] = typer.Argument(None, help=HOST_OPTIONAL),
+    state_dir: Optional[str] = STATE, ssh_config: Optional[Path] = SSH_CONFIG,
+    results_dir: Optional[Path] = RESULTS_DIR,
+    as_json: bool = typer.Option(False, "--json", help="print what was fetched as JSON"),
+) -> None:
+    """Bring the monitor's windows, hours, days, events and evidence into the store (only what is new)."""
+    from ..monitor.fetch import fetch as do_fetch
+
+    store = Store(results_dir)
+    transport = _transport(host, ssh_config)
+    try:
+        r = do_fetch(transport, store.root, state_dir or _default_state(host), on_step=_steps())
+    finally:
+        transport.close()
+    if as_json:
+        print(json.dumps({k: str(v) if isinstance(v, Path) else v for k, v in r.__dict__.items()}, indent=1))
+        return
+    span = (f", {_utc(r.first_ns, '%Y-%m-%d %H:%M')} to {_utc(r.last_ns, '%Y-%m-%d %H:%M UTC')}"
+            if r.first_ns and r.last_ns else "")
+    make_console().print(f"{shown(r.host)}: {r.new_windows:,} new windows ({r.windows:,} in the store{span}), "
+                         f"{r.gaps} gaps, {r.new_events} new events", highlight=False)
+    if r.bad_lines:
+        err_console().print(f"{r.bad_lines} lines from the board were no monitor records and were skipped")
+
+
+@app.command()
+def trend(
+    host: List[str] = typer.Argument(..., help="board(s): the name `monitor fetch` stored, or the HOST fetched from"),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="write the plot: .svg or .png"),
+    min_span: str = typer.Option("30d", "--min-span", metavar="DURATION", help="the rule's days a kernel must run"),
+    min_windows: str = typer.Option("8000", "--min-windows", metavar="INTEGER", help="the rule's windows"),
+    margin_pct: str = typer.Option("10", "--margin-pct", metavar="INTEGER", help="the rule's tolerance: p99.99 and "
+                                   "max at most this % above the kernel before"),
+    results_dir: Optional[Path] = RESULTS_DIR,
+    as_json: bool = typer.Option(False, "--json", help="print the kernels and the verdict as JSON"),
+) -> int:
+    """The long-term view (max per window over days, kernel changes marked) and the promotion rule's verdict."""
+    rule = Rule(min_days=parse_span_s(min_span, "--min-span", "30d, 7d, 12h") / 86400,
+                min_windows=_count("--min-windows", min_windows), margin=_count("--margin-pct", margin_pct) / 100)
+    store = Store(results_dir)
+    if output is not None:
+        paths.check_output(output)
+        if output.suffix.lower() not in (".svg", ".png"):
+            raise UserError(f"--output {shown(str(output))}: name a .svg or .png file")
+    from ..report.trend import load_trend, trend_figure
+
+    trends = []
+    for name in host:
+        folder = find_host(store.root, name)
+        trends.append(load_trend(folder.path, folder.host, rule))
+    if as_json:
+        print(json.dumps([{"host": t.host, "windows": len(t.windows), "rule": rule.text(),
+                           "verdict": {"status": t.verdict.status, "line": t.verdict.line},
+                           "kernels": [{"release": s.release, "version": s.version, "first_ns": s.first_ns,
+                                        "last_ns": s.last_ns, "windows": s.windows, "days": round(s.days, 3),
+                                        "p9999_ns": s.p9999_ns, "max_ns": s.max_ns, "alerts": s.alerts,
+                                        "unclean_restarts": s.unclean} for s in t.spans]} for t in trends], indent=1))
+    else:
+        _print_trends(trends, rule)
+    if output is not None:
+        from ..report.plotting import render
+        paths.write_output(output, render(trend_figure(trends), output.suffix.lower()[1:]))
+        err_console().print(f"wrote {shown(str(output))}", highlight=False)
+    return 0
+
+
+def _count(option: str, text: str) -> int:
+    t = text.strip()
+    if not t.isascii() or not t.isdigit() or int(t) > 10**9:
+        raise UserError(f"{option} '{shown(text)}' is not a whole number")
+    return int(t)
+
+
+def _print_trends(trends, rule: Rule) -> None:
+    from .render import Col, fitted
+
+    out = make_console()
+    cols = [Col("kernel", key=True, wrap=True, min_width=16), Col("days", key=True, right=True),
+            Col("windows", key=True, right=True), Col("p99.99 µs", key=True, right=True),
+            Col("max µs", key=True, right=True), Col("alerts", drop=2, right=True),
+            Col("unclean", drop=1, right=True)]
+    out.print(f"promotion rule: {rule.text()}", highlight=False)
+    for t in trends:
+        out.print(f"\n{shown(t.host)}: {len(t.windows):,} windows, {len(t.gaps)} gaps, "
+                  f"{len(t.changes)} kernel changes", highlight=False)
+        rows = [[s.label, f"{s.days:.1f}", f"{s.windows:,}", "?" if s.p9999_ns is None else f"{s.p9999_ns / 1000:.1f}",
+                 "?" if s.max_ns is None else f"{s.max_ns / 1000:.1f}", str(s.alerts), str(s.unclean)]
+                for s in t.spans]
+        if rows:
+            out.print(fitted(out, cols, rows))
+        out.print(shown(t.verdict.line, 400), highlight=False)
+        for where, why in t.damaged[:3]:
+            err_console().print(f"skipped {shown(where, 200)}: {shown(why, 200)}", highlight=False)

@@ -1,0 +1,178 @@
+"""What a device is, learned in one round trip: the one facts script, and
+the one rule for whether rtforge is root there.
+
+Everything that must know a board (or this machine) before it acts reads it
+here: deploy, tune and `rtforge target info` (Device.facts), the first
+contact of a latency run or a benchmark (measure/target.py), and doctor's
+and tune's snapshot, which calls the same shell function inside its own
+round trip (state/snapshot.py).  A transport asks `id -u` for sudo's sake
+and judges the answer with `uid_is_root` too.
+
+Files are read below the device's root ("" on a real board; a test tree or
+--sysroot otherwise); commands (uname, id, getconf) and the shell's own
+/proc/$$/status always answer for the machine the script runs on.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from dataclasses import asdict, dataclass, field
+from typing import Any, Protocol
+
+from ...preempt import preempt_model
+
+
+class Runs(Protocol):
+    """What reading the facts needs of a transport: running argv there.  (A
+    Transport is one; this module sits below transport.py, which judges its
+    own `id -u` by uid_is_root.)"""
+
+    def run(self, argv: list[str], *, timeout: float | None = None, check: bool = False,
+            step: str | None = None) -> subprocess.CompletedProcess: ...
+
+# A shell function, so that a larger script (the snapshot) can call it in its
+# own round trip: rtforge_facts ROOT [TOOL...].  Each fact follows a line
+# "@@name"; the tryboot flag is a big-endian u32 property, printed as bytes by
+# od; "tools" lists the TOOLs found on PATH; "ssh" is SSH_CONNECTION, whose
+# third word is the device's own address of this connection (the address this
+# host reaches it at, also through an ssh config alias).  config.txt lives in
+# /boot/firmware on Raspberry Pi OS bookworm and later, in /boot before.
+FUNCTION = r"""
+rtforge_facts() {
+  _R="$1"; shift
+  _s() { printf '\n@@%s\n' "$1"; }
+  _s machine; uname -m
+  _s release; uname -r
+  _s version; uname -v
+  _s hostname; uname -n
+  _s model; cat "$_R/proc/device-tree/model" 2>/dev/null | tr -d '\000'
+  _s realtime; cat "$_R/sys/kernel/realtime" 2>/dev/null
+  _s os; cat "$_R/etc/os-release" 2>/dev/null
+  _B=""; for _d in /boot/firmware /boot; do if [ -e "$_R$_d/config.txt" ]; then _B="$_d"; break; fi; done
+  _s bootdir; echo "$_B"
+  _s tryboot; od -An -tu1 "$_R/proc/device-tree/chosen/bootloader/tryboot" 2>/dev/null
+  _s bootid; cat "$_R/proc/sys/kernel/random/boot_id"
+  _s df_boot; [ -n "$_B" ] && df -P -k "$_R$_B" 2>/dev/null
+  _s df_root; df -P -k "$_R/" 2>/dev/null
+  _s grub; command -v grub-reboot
+  _s uid; id -u
+  _s user; id -un
+  _s panic; cat "$_R/proc/sys/kernel/panic" 2>/dev/null
+  _s cmdline; cat "$_R/proc/cmdline" 2>/dev/null
+  _s online; cat "$_R/sys/devices/system/cpu/online" 2>/dev/null
+  _s allowed; sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/$$/status 2>/dev/null
+  _s ncpus; getconf _NPROCESSORS_ONLN 2>/dev/null || nproc --all 2>/dev/null
+  _s ssh; printf '%s\n' "${SSH_CONNECTION:-}"
+  _s tools; for _t in "$@"; do command -v "$_t" >/dev/null 2>&1 && printf '%s\n' "$_t"; done
+  return 0
+}
+"""
+SCRIPT = FUNCTION + 'rtforge_facts "$@"\nexit 0\n'
+NAMES = ("machine", "release", "version", "hostname", "model", "realtime", "os", "bootdir", "tryboot", "bootid",
+         "df_boot", "df_root", "grub", "uid", "user", "panic", "cmdline", "online", "allowed", "ncpus", "ssh", "tools")
+
+
+def uid_is_root(uid: str | int) -> bool:
+    """rtforge is root there (uid 0): no sudo, and RLIMIT_RTPRIO/MEMLOCK do not bind."""
+    return str(uid).strip() == "0"
+
+
+@dataclass
+class DeviceFacts:
+    model: str | None           # /proc/device-tree/model, e.g. "Raspberry Pi 4 Model B Rev 1.4"
+    machine: str                # uname -m
+    release: str                # uname -r
+    version: str                # uname -v
+    realtime: int | None        # /sys/kernel/realtime (RT-patched kernels only)
+    os: str | None              # PRETTY_NAME of /etc/os-release
+    boot_dir: str | None        # where config.txt is (None: not a Raspberry Pi firmware layout)
+    boot_free_kb: int | None
+    root_free_kb: int | None
+    tryboot_supported: bool     # the firmware exposes the tryboot flag
+    tryboot_now: bool | None    # this boot was a try (tryboot.txt)
+    boot_id: str                # changes on every boot
+    grub: bool                  # a GRUB system (x86 and others): grub-reboot is there
+    is_root: bool
+    panic_s: int | None = None  # /proc/sys/kernel/panic: seconds until a panicked kernel resets (0: never)
+    cmdline: str = ""           # /proc/cmdline: what this boot's kernel was given
+    # what a run's first contact needs besides (not part of `target info --json`)
+    hostname: str = ""          # uname -n
+    user: str = ""              # id -un
+    online: str = ""            # /sys/devices/system/cpu/online, as the kernel writes the list
+    allowed: str = ""           # Cpus_allowed_list of the script's shell
+    ncpus: int | None = None    # online CPUs
+    ssh_address: str | None = None   # the device's address of this SSH connection (None: not over SSH)
+    tools: set[str] = field(default_factory=set)  # of the tools asked for, those on PATH
+
+    @property
+    def preempt_model(self) -> str:
+        return preempt_model(self.version, None, self.realtime)
+
+    def to_dict(self) -> dict[str, Any]:
+        shown = {k: v for k, v in asdict(self).items() if k not in _CONTACT_ONLY}
+        return {**shown, "preempt_model": self.preempt_model}
+
+    def panic_warning(self, where: str) -> str | None:
+        """A kernel that panics only falls back if it resets: say how, when it would not."""
+        if self.panic_s != 0:
+            return None
+        return ("a kernel that panics will hang here instead of resetting, so falling back needs a power cycle: "
+                f"add panic=10 to the kernel command line ({where}) or enable a hardware watchdog")
+
+
+_CONTACT_ONLY = ("hostname", "user", "online", "allowed", "ncpus", "ssh_address", "tools")
+
+
+def blocks(out: str) -> dict[str, str]:
+    """{name: value} of the "@@name" blocks in the script's output."""
+    v: dict[str, str] = {}
+    for block in out.split("\n@@")[1:]:
+        key, _, value = block.partition("\n")
+        v[key] = value.strip("\n\0 ")
+    return v
+
+
+def _df_free(text: str) -> int | None:
+    lines = text.strip().splitlines()
+    return int(lines[-1].split()[3]) if len(lines) >= 2 else None
+
+
+def from_blocks(v: dict[str, str]) -> DeviceFacts:
+    """The facts from the blocks of the facts function's output."""
+    pretty = next((line.split("=", 1)[1].strip('"') for line in v.get("os", "").splitlines()
+                   if line.startswith("PRETTY_NAME=")), None)
+    flag = [int(b) for b in v.get("tryboot", "").split()]
+    ssh = v.get("ssh", "").split()
+    return DeviceFacts(
+        model=v.get("model") or None,
+        machine=v.get("machine", ""),
+        release=v.get("release", ""),
+        version=v.get("version", ""),
+        realtime=int(v["realtime"]) if v.get("realtime", "").isdigit() else None,
+        os=pretty,
+        boot_dir=v.get("bootdir") or None,
+        boot_free_kb=_df_free(v.get("df_boot", "")),
+        root_free_kb=_df_free(v.get("df_root", "")),
+        tryboot_supported=len(flag) >= 4,
+        tryboot_now=bool(int.from_bytes(bytes(flag[:4]), "big")) if len(flag) >= 4 else None,
+        boot_id=v.get("bootid", ""),
+        grub=bool(v.get("grub")),
+        is_root=uid_is_root(v.get("uid", "")),
+        panic_s=int(v["panic"]) if v.get("panic", "").lstrip("-").isdigit() else None,
+        cmdline=v.get("cmdline", ""),
+        hostname=v.get("hostname", ""),
+        user=v.get("user", ""),
+        online=v.get("online", ""),
+        allowed=v.get("allowed", ""),
+        ncpus=int(v["ncpus"]) if v.get("ncpus", "").isdigit() else None,
+        ssh_address=ssh[2] if len(ssh) >= 3 else None,
+        tools=set(v.get("tools", "").split()),
+    )
+
+
+def read_facts(t: Runs, root: str = "", tools: tuple[str, ...] | list[str] = (), *,
+               timeout: float | None = None) -> DeviceFacts:
+    """Everything in one round trip (a board on Wi-Fi pays for each)."""
+    out = t.run(["/bin/sh", "-c", SCRIPT, "sh", root.rstrip("/"), *tools], check=True, timeout=timeout,
+                step="reading the board's facts").stdout
+    return from_blocks(blocks(out))

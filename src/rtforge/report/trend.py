@@ -1,0 +1,200 @@
+"""A board's soak history as OSADL draws it, from the store only.
+
+    trend_figure(trends)   per board: the long-term plot (the worst wake-up
+                           of each window over days, kernel changes marked,
+                           gaps shaded, alert windows in red) above the
+                           kernels side by side: each kernel's distribution
+                           (share of wake-ups later than x) and the spread
+                           of its window maxima
+    trend_section(trends)  the same with its table and the promotion rule's
+                           verdict, as an HTML fragment or Markdown, for a
+                           report
+
+`load_trend(folder, rule)` reads a board's fetched folder
+(results/monitorfolder.py) into what both need.
+"""
+
+from __future__ import annotations
+
+import html
+import textwrap
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+from matplotlib.dates import AutoDateLocator, ConciseDateFormatter, date2num
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+from ..results.display import clean, md_cell
+from ..results.trend import KernelSpan, Rule, Verdict, changes, evaluate, gaps, kernel_spans
+from ..results.windows import Reading, Window, read_events, read_rollups, read_windows
+from .plotting import PALETTE, WORST, Figure, inline_svg, number_ticks, plain, power_ticks
+
+
+@dataclass
+class HostTrend:
+    host: str
+    windows: list[Window]
+    spans: list[KernelSpan]
+    verdict: Verdict
+    rule: Rule
+    changes: list[tuple[int, str, str]]
+    gaps: list[dict]
+    damaged: list[tuple[str, str]] = field(default_factory=list)
+
+
+def load_trend(folder: Path, host: str, rule: Rule) -> HostTrend:
+    reading = Reading()
+    windows = read_windows(folder, reading, light=True)
+    hours = read_rollups(folder, "hour", reading, merged=False)
+    events = read_events(folder, reading)
+    if not hours:  # no hours fetched: the windows' own histograms
+        windows = read_windows(folder, reading)
+    spans = kernel_spans(windows, hours or None, events)
+    return HostTrend(host, windows, spans, evaluate(spans, rule), rule, changes(windows), gaps(events),
+                     reading.damaged)
+
+
+def _us_label(value: float, _pos=None) -> str:
+    """A tick as a plain number: 0.5, 42.5, 1,000 (never TeX, never rounded into a twin)."""
+    if value <= 0:
+        return ""
+    return f"{value:,.0f}" if value >= 1000 or value == round(value) else f"{value:.3g}"
+
+
+def _latency_ticks(axis) -> None:
+    """1, 2, 5, 10, 20, 50 ...: maxima of months often lie within one decade,
+    which powers of ten alone would leave unlabelled."""
+    number_ticks(axis)
+    axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0), numticks=15))
+    axis.set_major_formatter(FuncFormatter(_us_label))
+    axis.set_minor_formatter(NullFormatter())
+
+
+def _when(ns: int) -> datetime:
+    return datetime.fromtimestamp(ns / 1e9, tz=timezone.utc)
+
+
+def _long_term(ax, t: HostTrend, colors: dict[str, str]) -> None:
+    """Max per window over time: one point per window, in its kernel's colour."""
+    for s in t.spans:
+        pairs = [(w, m) for w in t.windows if (w.kernel, w.kver) == (s.release, s.version)
+                 and (m := w.max_ns) is not None]
+        if not pairs:
+            continue
+        ws = [w for w, _ in pairs]
+        x = date2num([_when((w.start_ns + w.end_ns) // 2) for w in ws])
+        y = np.array([m / 1000 for _, m in pairs])
+        ax.plot(x, y, ".", ms=3, color=colors[s.label], label=plain(f"kernel {s.label}"))
+        alert = np.array([w.alert is not None for w in ws])
+        if alert.any():
+            ax.plot(x[alert], y[alert], "o", ms=5, mfc="none", color=WORST)
+    for g in t.gaps:
+        ax.axvspan(date2num(_when(g["from_ns"])), date2num(_when(max(g["to_ns"], g["from_ns"]))),
+                   color="#bbbbbb", alpha=0.5, lw=0)
+    for when, _, to in t.changes:
+        x = date2num(_when(when))
+        ax.axvline(x, color="black", ls="--", lw=1)
+        ax.annotate(plain(f"→ {to}", 60), (x, 1), xycoords=("data", "axes fraction"), xytext=(3, -12),
+                    textcoords="offset points", fontsize=8)
+    ax.set_yscale("log")
+    _latency_ticks(ax.yaxis)
+    loc = AutoDateLocator()
+    ax.xaxis.set_major_locator(loc)
+    ax.xaxis.set_major_formatter(ConciseDateFormatter(loc))
+    ax.set_ylabel("max per window (µs)")
+    ax.set_xlabel("time (UTC); grey: not measured; circled: alert windows")
+    ax.grid(True, which="major", alpha=0.3)
+    if t.spans:
+        ax.legend(loc="upper left", fontsize=8)
+
+
+def _distributions(ax, t: HostTrend, colors: dict[str, str]) -> None:
+    """Each kernel's share of wake-ups later than x (1 - CDF): the tail, comparable whatever N."""
+    for s in t.spans:
+        h = s.hist
+        if h is None or h.total == 0:
+            continue
+        n = h.total
+        later = (n - np.cumsum(h.count)) / n
+        x = (h.hi_ns + 1) / 1000
+        keep = later > 0
+        # from the fastest wake-up at 1, each bucket's end steps down; the last level reaches the worst one
+        xs = np.concatenate([[h.lo_ns[0] / 1000], x[keep], [x[-1]]])
+        ys = np.concatenate([[1.0], later[keep], [later[keep][-1] if keep.any() else 1.0]])
+        ax.step(xs, ys, where="post", color=colors[s.label], label=plain(f"{s.label} (N={n:,})"))
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    _latency_ticks(ax.xaxis)
+    power_ticks(ax.yaxis)
+    ax.axhline(1e-4, color="#999999", lw=0.8, ls=":")
+    ax.set_xlabel("latency (µs)")
+    ax.set_ylabel("share of wake-ups later")
+    ax.set_title("per kernel: the tail (dotted: p99.99)", fontsize=9)
+    ax.grid(True, which="major", alpha=0.3)
+    if t.spans:
+        ax.legend(fontsize=7)
+
+
+def _window_maxima(ax, t: HostTrend, colors: dict[str, str]) -> None:
+    spans = [s for s in t.spans if s.window_max_ns]
+    if spans:
+        parts = ax.boxplot([np.array(s.window_max_ns) / 1000 for s in spans], whis=(0, 100), widths=0.5,
+                           patch_artist=True)
+        for box, s in zip(parts["boxes"], spans):
+            box.set_facecolor(colors[s.label])
+            box.set_alpha(0.6)
+        ax.set_xticks(range(1, len(spans) + 1), [plain(s.label, 40) for s in spans], fontsize=7, rotation=10)
+    ax.set_yscale("log")
+    _latency_ticks(ax.yaxis)
+    ax.set_ylabel("max per window (µs)")
+    ax.set_title("per kernel: window maxima (whiskers: min and max)", fontsize=9)
+
+
+def trend_figure(trends: list[HostTrend]) -> Figure:
+    fig = Figure(figsize=(11, 7.5 * max(1, len(trends))), layout="constrained")
+    rows = fig.subfigures(max(1, len(trends)), 1, squeeze=False)[:, 0]
+    for sub, t in zip(rows, trends):
+        colors = {s.label: PALETTE[i % len(PALETTE)] for i, s in enumerate(t.spans)}
+        axes = sub.subplot_mosaic([["long", "long"], ["dist", "box"]], height_ratios=[1.2, 1])
+        _long_term(axes["long"], t, colors)
+        _distributions(axes["dist"], t, colors)
+        _window_maxima(axes["box"], t, colors)
+        head = f"{t.host}: {len(t.windows)} windows, {len(t.spans)} kernel(s), {len(t.gaps)} gap(s)"
+        sub.suptitle(plain(head, 120) + "\n" + "\n".join(textwrap.wrap(plain(t.verdict.line, 400), 140)), fontsize=9)
+    return fig
+
+
+# ---- the report's section ------------------------------------------------------
+COLUMNS = ["kernel", "from", "to", "days", "windows", "p99.99 (µs)", "max (µs)", "alerts", "unclean restarts"]
+
+
+def _row(s: KernelSpan) -> list[str]:
+    day = "%Y-%m-%d %H:%M"
+    return [s.label, _when(s.first_ns).strftime(day), _when(s.last_ns).strftime(day), f"{s.days:.1f}",
+            str(s.windows), "?" if s.p9999_ns is None else f"{s.p9999_ns / 1000:.1f}",
+            "?" if s.max_ns is None else f"{s.max_ns / 1000:.1f}", str(s.alerts), str(s.unclean)]
+
+
+def trend_section(trends: list[HostTrend], fmt: str = "html") -> str:
+    """The trend of each board with its table, the rule and its verdict."""
+    out = []
+    if fmt == "md":
+        out.append("## Trends across days and kernels\n")
+        for t in trends:
+            out.append(f"### {md_cell(t.host)}\n")
+            out.append("| " + " | ".join(COLUMNS) + " |\n|" + "---|" * len(COLUMNS))
+            out += ["| " + " | ".join(md_cell(v) for v in _row(s)) + " |" for s in t.spans]
+            out.append(f"\nPromotion rule: {md_cell(t.rule.text())}.\n\n**{md_cell(t.verdict.line)}**\n")
+        return "\n".join(out) + "\n"
+    esc = lambda v: html.escape(clean(v))  # noqa: E731
+    out.append("<section class='trend'><h2>Trends across days and kernels</h2>")
+    out.append(inline_svg(trend_figure(trends)))
+    for t in trends:
+        out.append(f"<h3>{esc(t.host)}</h3><table><tr>" + "".join(f"<th>{esc(c)}</th>" for c in COLUMNS) + "</tr>")
+        out += ["<tr>" + "".join(f"<td>{esc(v)}</td>" for v in _row(s)) + "</tr>" for s in t.spans]
+        out.append(f"</table><p>Promotion rule: {esc(t.rule.text())}.</p>"
+                   f"<p class='verdict {esc(t.verdict.status)}'><b>{esc(t.verdict.line)}</b></p>")
+    out.append("</section>")
+    return "\n".join(out)

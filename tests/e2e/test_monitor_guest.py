@@ -1,0 +1,187 @@
+"""The monitor as a systemd service on a real Debian board: the QEMU PC
+guest (TCG, systemd, GRUB) of tests/support/guest.py.
+
+A reboot in the middle: `monitor start` installs and enables the service,
+the guest reboots (`systemctl reboot`), systemd starts the monitor again at
+boot, the folder records the gap (a reboot, after a clean stop) and
+`monitor fetch` brings every window of both boots into the store.  Then a
+new kernel: Debian's PREEMPT_RT kernel deployed by rtforge (a try boot and
+a committed one), recorded as a kernel change; with it the kernel has the
+timerlat tracer, so an alert window keeps rtla's analysis, which names the
+thread that made the spike.
+
+Inside TCG latencies are emulation noise (milliseconds): what is checked is
+what was recorded, not how fast anything was.  The figures (boot times,
+gaps, windows) are printed; run with -s to see them.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from rtforge.cli import main
+from rtforge.device import SshTransport
+from rtforge.device.deploy.deb import deploy_grub, read_deb
+from rtforge.device.transport.device import Device
+from rtforge.results.timerlat import parse as parse_timerlat
+from rtforge.results.windows import read_events, read_windows
+
+pytestmark = [pytest.mark.slow, pytest.mark.root, pytest.mark.guest]
+
+STATE = "/var/lib/rtforge-monitor"
+UNIT = "rtforge-monitor.service"
+
+
+def board_windows(guest) -> list[dict]:
+    out = guest.ssh(f"cat {STATE}/windows/*.jsonl 2>/dev/null", check=False).stdout
+    return [json.loads(line) for line in out.splitlines() if line.strip()]
+
+
+def wait_until(what: str, ok, timeout: float = 300, step: float = 2.0):
+    t0 = time.monotonic()
+    while True:
+        got = ok()
+        if got:
+            return got
+        if time.monotonic() - t0 > timeout:
+            raise AssertionError(f"{what}: not within {timeout:.0f} s")
+        time.sleep(step)
+
+
+def figure(capsys, name: str, value) -> None:
+    with capsys.disabled():  # a figure for the reader (-s), not the output under test
+        print(f"[monitor guest] {name}: {value}")
+
+
+def test_the_service_survives_a_reboot_and_fetch_brings_every_window(guest, tmp_path, capsys):
+    ssh, rd = ["--ssh-config", str(guest.ssh_config)], ["--results-dir", str(tmp_path / "results")]
+    assert main(["monitor", "start", "guest", "--window", "5s", *ssh]) == 0
+    assert f"{UNIT} runs on guest" in capsys.readouterr().out
+    assert guest.ssh(f"systemctl is-enabled {UNIT}").stdout.strip() == "enabled"
+    first = wait_until("3 windows before the reboot", lambda: len(board_windows(guest)) >= 3 and board_windows(guest))
+    life1 = first[0]["life"]
+
+    reboot_s = guest.reboot()
+    figure(capsys, "reboot to SSH (s)", round(reboot_s, 1))
+    # systemd started the monitor again at boot: a new life, measuring
+    assert wait_until(f"{UNIT} active after the reboot",
+                      lambda: guest.ssh(f"systemctl is-active {UNIT}", check=False).stdout.strip() == "active")
+    after = wait_until("2 windows after the reboot",
+                       lambda: (ws := board_windows(guest)) and sum(w["life"] != life1 for w in ws) >= 2 and ws)
+    life2 = next(w["life"] for w in after if w["life"] != life1)
+
+    assert main(["monitor", "status", "guest", *ssh, "--json"]) == 0
+    status = json.loads(capsys.readouterr().out)
+    assert status["running"] is True and status["service"] == "active" and status["gaps"] == 1
+    assert status["last_gap"]["reboot"] is True and status["last_gap"]["clean"] is True
+
+    assert main(["monitor", "fetch", "guest", *ssh, *rd]) == 0
+    capsys.readouterr()
+    on_board = board_windows(guest)
+    host = guest.ssh("uname -n").stdout.strip()
+    stored = read_windows(tmp_path / "results" / "monitor" / host)
+    # every window the board recorded by the fetch is in the store (it goes on measuring meanwhile)
+    assert {(w.life, w.n) for w in stored} >= {(w["life"], w["n"]) for w in after}
+    assert {(w.life, w.n) for w in stored} <= {(w["life"], w["n"]) for w in on_board}
+    events = read_events(tmp_path / "results" / "monitor" / host)
+    kinds = [(e["event"], e["life"]) for e in events]
+    assert kinds[:4] == [("start", life1), ("stop", life1), ("gap", life2), ("start", life2)]
+    stop, gap = events[1], events[2]
+    assert stop["reason"] == "SIGTERM"  # systemd stopped it on the way down
+    ended = max(w.end_ns for w in stored if w.life == life1)
+    assert gap["from_ns"] == ended and gap["reboot"] is True and gap["clean"] is True
+    assert 0 < gap["seconds"] < reboot_s + 120
+    assert [w for w in stored if w.life == life1][-1].partial  # the window the shutdown cut short is kept
+    figure(capsys, "gap recorded (s)", gap["seconds"])
+    figure(capsys, "windows before / after the reboot", (sum(w.life == life1 for w in stored),
+                                                 sum(w.life == life2 for w in stored)))
+
+    assert main(["monitor", "fetch", "guest", *ssh, *rd]) == 0  # again: only what is new
+    again = read_windows(tmp_path / "results" / "monitor" / host)
+    assert len(again) >= len(stored) and len({w.key for w in again}) == len(again)
+
+    assert main(["monitor", "stop", "guest", "--uninstall", *ssh]) == 0
+    assert guest.ssh(f"systemctl is-active {UNIT}", check=False).stdout.strip() in ("inactive", "unknown")
+    assert guest.ssh(f"test -e /etc/systemd/system/{UNIT}", check=False).returncode == 1
+    assert guest.ssh(f"test -s {STATE}/state").returncode == 0  # the windows stay
+
+
+HOG = "rtforge-hog"
+HOG_CMD = (f"nohup chrt -f 99 taskset -c 0 perl -e '$0 = \"{HOG}\"; "
+           "while (1) { for (my $i = 0; $i < 4e6; $i++) {} select(undef, undef, undef, 1.5) }' "
+           ">/dev/null 2>&1 </dev/null &")
+
+
+def test_a_new_kernel_is_recorded_and_an_alert_keeps_rtlas_analysis(guest, guest_image, tmp_path, capsys):
+    ssh, rd = ["--ssh-config", str(guest.ssh_config)], ["--results-dir", str(tmp_path / "results")]
+    assert main(["monitor", "start", "guest", "--window", "5s", *ssh]) == 0
+    wait_until("2 windows on the stock kernel", lambda: len(board_windows(guest)) >= 2)
+    deb = next(d for d in guest_image.rt_debs if d.name.startswith(f"linux-image-{guest_image.rt_release}_"))
+    t0 = time.monotonic()
+    result = deploy_grub(Device(SshTransport("guest", ssh_config=guest.ssh_config)), read_deb(deb), timeout_s=900)
+    assert result.ok, result.message
+    figure(capsys, "RT kernel deployed, with its reboots (s)", round(time.monotonic() - t0))
+    assert wait_until("the monitor measuring on the RT kernel",
+                      lambda: any(w["kernel"] == guest_image.rt_release for w in board_windows(guest)))
+
+    # the RT kernel traces: starting again with an alert threshold adds rtla's analysis.  The hog
+    # runs first, so the alerts are its bursts (TCG's own noise stays far below 20 ms)
+    guest.ssh(HOG_CMD)
+    try:
+        hog = guest.ssh(f"pgrep -x {HOG}").stdout.split()
+        assert main(["monitor", "start", "guest", "--window", "5s", "--cpus", "0", "--alert-us", "20000", *ssh]) == 0
+        assert "note:" not in capsys.readouterr().err  # rtla and timerlat are there
+        assert " --rtla " in guest.ssh(f"systemctl cat {UNIT}").stdout.replace('"', " ")
+        host = guest.ssh("uname -n").stdout.strip()
+        folder = tmp_path / "results" / "monitor" / host
+
+        def analyses() -> dict[str, str]:
+            """rtla's outputs whose run has ended (a timerlat event), fetched into the store."""
+            assert main(["monitor", "fetch", "guest", *ssh, *rd]) == 0
+            capsys.readouterr()
+            return {e["evidence"]: (folder / e["evidence"] / "timerlat.out").read_text()
+                    for e in read_events(folder) if e["event"] == "timerlat"}
+
+        def names_the_hog(s) -> bool:
+            """rtla names it as the thread that ran when the timer fired, or as the interference."""
+            b = s.get("blocking") or {}
+            threads = (s.get("interference") or {}).get("thread") or []
+            return (b.get("comm"), b.get("pid")) == (HOG, int(hog[0])) or \
+                any((t["name"], t["number"]) == (HOG, int(hog[0])) for t in threads)
+
+        # rtla analyses the next spike over the threshold after an alert window; the hog makes one
+        # every burst, so one of the (at most 12 a day) analyses names it
+        try:
+            outputs = wait_until("an rtla analysis naming the hog",
+                                 lambda: (o := analyses()) and any(names_the_hog(x) for t in o.values()
+                                                                   for x in parse_timerlat(t)) and o,
+                                 timeout=600, step=15)
+        except AssertionError:
+            with capsys.disabled():  # what rtla wrote, whole, for whoever reads the log
+                for name, text in analyses().items():
+                    print(f"[monitor guest] {name}/timerlat.out:\n{text}")
+            raise
+    finally:
+        guest.ssh(f"pkill -x {HOG}", check=False)
+    events = read_events(folder)
+    (kernel,) = [e for e in events if e["event"] == "kernel"]
+    assert kernel["from"]["release"] == guest_image.stock_release
+    assert kernel["to"]["release"] == guest_image.rt_release and "PREEMPT_RT" in kernel["to"]["version"]
+    spikes = [s for text in outputs.values() for s in parse_timerlat(text)]
+    assert all(s["cpu"] == 0 and s["total_us"] >= 20_000 for s in spikes), spikes  # rtla stopped over the threshold
+    figure(capsys, "rtla outputs kept / analyses read / naming the hog",
+           (len(outputs), len(spikes), sum(map(names_the_hog, spikes))))
+    unread = [name for name, text in outputs.items() if "hit stop tracing" in text and not parse_timerlat(text)]
+    if unread:  # said, not failed: rtla's text is results/timerlat.py's to read
+        with capsys.disabled():
+            for name in unread:
+                print(f"[monitor guest] an analysis results/timerlat.py does not read, {name}:\n{outputs[name]}")
+    alerts = [w for w in read_windows(folder) if w.alert]
+    assert alerts and any((folder / w.alert["evidence"] / "spikes.csv").exists() for w in alerts)
+
+    assert main(["trend", host, *rd]) == 0
+    out = capsys.readouterr().out
+    assert guest_image.stock_release in out and guest_image.rt_release in out and "1 kernel changes" in out

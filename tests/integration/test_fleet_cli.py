@@ -1,0 +1,178 @@
+"""rtforge fleet as a person meets it: bad input is one sentence and exit
+status 2 before any board is touched (a missing inventory, a bad rtforge_*
+variable, a password login, no ansible-playbook); a rolling deploy goes on
+past a board it cannot reach and stops at the first board that says no;
+the summary fits an 80-column terminal.  Real ansible-playbook throughout."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from rtforge.cli import main
+
+from ..support.procs import free_port, run_on_pty
+
+RTFORGE = [sys.executable, "-m", "rtforge"]
+
+
+def cli(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def nowhere(n: int) -> str:
+    """Hosts on loopback ports nothing listens on: unreachable at once."""
+    return "".join(f"pi-{i:02d} ansible_host=127.0.0.1 ansible_port={free_port()}\n" for i in range(1, n + 1))
+
+
+def test_a_missing_inventory_is_one_sentence(tmp_path, capsys):
+    code, out, err = cli(capsys, "fleet", "latency", str(tmp_path / "lab.ini"), "--results-dir", str(tmp_path / "r"))
+    assert code == 2 and out == ""
+    assert err.strip() == f"rtforge: error: the inventory {tmp_path / 'lab.ini'} does not exist: give the file " \
+                          "(INI or YAML) or folder your playbooks use with -i"
+    assert not (tmp_path / "r").exists()
+
+
+def test_an_inventory_ansible_cannot_read_is_refused(tmp_path, capsys):
+    inv = tmp_path / "lab.yml"
+    inv.write_text("all:\n  hosts: [not, a, mapping\n")
+    code, _, err = cli(capsys, "fleet", "doctor", str(inv), "--results-dir", str(tmp_path / "r"))
+    assert code == 2 and err.startswith("rtforge: error: reading the inventory") and len(err.splitlines()) == 1
+
+
+def test_a_bad_variable_names_its_board_before_anything_starts(tmp_path, capsys):
+    inv = tmp_path / "lab.ini"
+    inv.write_text(f"[rack]\n{nowhere(2)}\n[rack:vars]\nrtforge_interval_us=1000\n")
+    (tmp_path / "host_vars").mkdir()
+    (tmp_path / "host_vars" / "pi-02.yml").write_text("rtforge_cpus: 3-1\n")
+    code, _, err = cli(capsys, "fleet", "latency", str(inv), "--results-dir", str(tmp_path / "r"))
+    assert code == 2 and len(err.splitlines()) == 1
+    assert err.startswith("rtforge: error: pi-02: rtforge_cpus") and "3-1" in err
+    assert not (tmp_path / "r").exists()            # no record, no run: nothing started
+    code, _, err = cli(capsys, "fleet", "latency", str(inv), "--limit", "pi-01", "--duration", "2",
+                       "--results-dir", str(tmp_path / "r"))
+    assert code == 2 and "pi-01: --duration" in err and "no unit" in err
+    code, _, err = cli(capsys, "fleet", "latency", str(inv), "--limit", "pi-7*", "--results-dir", str(tmp_path / "r"))
+    assert code == 2 and "--limit pi-7* names no host of the inventory" in err
+
+
+def test_a_host_named_like_this_machine_is_refused(tmp_path, capsys):
+    """'local' and 'localhost' are this machine to every rtforge command, never a board over ssh."""
+    inv = tmp_path / "lab.ini"
+    inv.write_text(f"{nowhere(1)}localhost ansible_host=127.0.0.1 ansible_port={free_port()}\n")
+    code, _, err = cli(capsys, "fleet", "doctor", str(inv), "--results-dir", str(tmp_path / "r"))
+    assert code == 2 and len(err.splitlines()) == 1
+    assert "the inventory host localhost is what rtforge calls this machine" in err
+    assert not (tmp_path / "r").exists()
+
+
+def test_a_password_login_is_refused_by_the_play_before_any_board(tmp_path, capsys):
+    inv = tmp_path / "lab.ini"
+    inv.write_text(f"[rack]\n{nowhere(2)}\n[rack:vars]\nansible_password=hunter2\n")
+    code, _, err = cli(capsys, "fleet", "latency", str(inv), "--duration", "2s", "--results-dir", str(tmp_path / "r"))
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert "logs in with a password" in err and "hunter2" not in err
+    assert list((tmp_path / "r" / "fleet").iterdir()) == []   # the record of a campaign that never began is gone
+
+
+def test_without_ansible_playbook_the_debian_package_is_named(tmp_path):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for d in os.environ["PATH"].split(os.pathsep):
+        for name in (os.listdir(d) if os.path.isdir(d) else []):
+            if not name.startswith("ansible") and not (bin_dir / name).exists():
+                (bin_dir / name).symlink_to(os.path.join(d, name))
+    inv = tmp_path / "lab.ini"
+    inv.write_text(nowhere(1))
+    p = subprocess.run([*RTFORGE, "fleet", "latency", str(inv)], capture_output=True, text=True,
+                       env={**os.environ, "PATH": str(bin_dir), "RTFORGE_RESULTS_DIR": str(tmp_path / "r")})
+    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1
+    assert "ansible-playbook (ansible-core)" in p.stderr and "apt-get install ansible-core" in p.stderr
+    assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["deploy", "--serial", "0"], "--serial '0' is not a list of batch sizes"),
+    (["deploy"], "deploy what to pi-01?"),
+    (["deploy", "--timeout", "5"], "--timeout"),
+    (["latency", "--forks", "0"], "--forks 0 is out of range"),
+    (["report", "-o", "fleet.pdf"], "the fleet report is HTML"),
+    (["report", "-o", "f.html", "--cycle-time", "1"], "has no unit"),
+])
+def test_options_are_checked_first(tmp_path, capsys, argv, says):
+    inv = tmp_path / "lab.ini"
+    inv.write_text(nowhere(1))
+    code, _, err = cli(capsys, "fleet", argv[0], str(inv), *argv[1:], "--results-dir", str(tmp_path / "r"))
+    assert code == 2 and says in err and len(err.strip().splitlines()) == 1
+
+
+def test_the_summary_fits_80_columns_and_says_what_each_board_came_to(tmp_path):
+    inv = tmp_path / "lab.ini"
+    inv.write_text(f"[rack]\n{nowhere(2)}")
+    env = {**os.environ, "RTFORGE_RESULTS_DIR": str(tmp_path / "r"), "TERM": "xterm"}
+    code, shown = run_on_pty([*RTFORGE, "fleet", "latency", str(inv), "--duration", "2s", "--retries", "0"], env,
+                             columns=80)
+    assert code == 1, shown
+    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", shown).replace("\r", "")
+    # the live table is redrawn in place (and erased); the summary stays: it starts at its header
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    lines = lines[max(i for i, ln in enumerate(lines) if "result" in ln and "board" in ln):]
+    assert max(len(ln) for ln in lines) <= 80, [ln for ln in lines if len(ln) > 80]
+    assert any(ln.startswith(" pi-01") and "unreachable" in ln for ln in lines)
+    assert "2 boards: 2 unreachable" in text and "the same command again resumes" in text
+    # --json: the same, for scripts
+    p = subprocess.run([*RTFORGE, "fleet", "latency", str(inv), "--duration", "2s", "--retries", "0", "--json"],
+                       capture_output=True, text=True, env=env)
+    result = json.loads(p.stdout)
+    assert p.returncode == 1 and result["resumed"] is True and result["counts"] == {"unreachable": 2}
+    assert [b["host"] for b in result["boards"]] == ["pi-01", "pi-02"]
+
+
+@pytest.mark.root
+@pytest.mark.slow
+def test_a_rolling_deploy_passes_an_unreachable_board_and_stops_at_the_first_refusal(tmp_path):
+    from ..support.fleetboards import Rack
+    from ..support.simpi import make_bundle
+
+    bundle, _ = make_bundle(tmp_path / "bundle")   # a Pi 4 kernel: every rack board (x86_64) refuses it
+    rack = Rack.start(3)
+    try:
+        inv = tmp_path / "lab.ini"
+        rack.inventory(inv)
+        first = f"[rack]\npi-00 ansible_host=127.0.0.1 ansible_port={rack.dead_port}\n"
+        inv.write_text(inv.read_text().replace("[rack]\n", first))
+        env = {**os.environ, "RTFORGE_RESULTS_DIR": str(tmp_path / "r")}
+        p = subprocess.run([*RTFORGE, "fleet", "deploy", str(inv), str(bundle), "--serial", "1", "--retries", "0",
+                            "--json"], capture_output=True, text=True, env=env, timeout=300)
+        assert p.returncode == 1, p.stderr
+        boards = {b["host"]: b for b in json.loads(p.stdout)["boards"]}
+        assert boards["pi-00"]["outcome"] == "unreachable"                 # not touched: the rolling goes on
+        assert boards["pi-01"]["outcome"] == "refused" and "bundle is for aarch64" in boards["pi-01"]["message"]
+        assert boards["pi-02"]["outcome"] == boards["pi-03"]["outcome"] == "not reached"   # stopped there
+        assert not any(b["ok"] for b in boards.values())
+    finally:
+        rack.stop()
+
+
+def test_the_collection_runs_from_ansible_playbook_itself(tmp_path):
+    """For those who write their own plays: the playbooks by name, the ssh config role, a board's outcome."""
+    from rtforge.fleet.playbook import COLLECTIONS
+
+    inv = tmp_path / "lab.ini"
+    inv.write_text(f"[rack]\n{nowhere(1)}")
+    env = {**os.environ, "ANSIBLE_COLLECTIONS_PATH": str(COLLECTIONS), "ANSIBLE_NOCOLOR": "1"}
+    p = subprocess.run(["ansible-playbook", "-i", str(inv), "rtforge.rtforge.latency", "-e",
+                        json.dumps({"rtforge_command": RTFORGE, "rtforge_duration": "2s", "rtforge_retries": 0,
+                                    "rtforge_ssh_config": str(tmp_path / "ssh_config"),
+                                    "rtforge_results_dir": str(tmp_path / "r")})],
+                       capture_output=True, text=True, env=env, timeout=120, stdin=subprocess.DEVNULL)
+    assert p.returncode == 2, p.stdout + p.stderr                # the board failed: Ansible's own exit status
+    assert '"outcome": "unreachable"' in p.stdout and "pi-01" in p.stdout
+    assert "Host pi-01" in (tmp_path / "ssh_config").read_text()

@@ -1,0 +1,89 @@
+"""Commands as a person sees them in an 80-column terminal (a real pty,
+sized with TIOCSWINSZ): no line wider than the terminal, nothing cut with
+'…', and the run ids and maxima come out whole -- the maxima as the files
+themselves state them (tests/corpus/cyclictest/SOURCES.tsv), not as rtforge
+computed them."""
+
+from __future__ import annotations
+
+import csv
+import os
+import re
+import sys
+from pathlib import Path
+
+import pytest
+from rich.cells import cell_len
+
+from rtforge.results.importers import import_file
+from rtforge.results.store import Store
+
+from ..support.procs import run_on_pty
+
+CORPUS = Path(__file__).parents[1] / "corpus" / "cyclictest"
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
+FILES = {"koen-h400-4t-100M-nort.txt": "stock 4.19", "amro-h10000-3t.txt": "rt 5.10 under ping flood",
+         "karthik-h400-1t-75pct-overflow.txt": None, "karthik-h400-4t-44pct-overflow.txt": None}
+
+
+def stated_max_us(name: str) -> float:
+    rows = {r["filename"]: r for r in csv.DictReader(open(CORPUS / "SOURCES.tsv"), delimiter="\t")}
+    return max(float(v) for v in re.search(r"max_us=([0-9,]+)", rows[name]["truth_max_us_per_thread"])[1].split(","))
+
+
+@pytest.fixture(scope="module")
+def imported(tmp_path_factory):
+    store = Store(tmp_path_factory.mktemp("t80") / "results")
+    runs = {name: import_file(CORPUS / name, store, label=label) for name, label in FILES.items()}
+    return store, runs
+
+
+def at_80(store: Store, *args: str) -> str:
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    env.update(TERM="xterm-256color", RTFORGE_RESULTS_DIR=str(store.root))
+    code, out = run_on_pty([sys.executable, "-m", "rtforge", *args], env, columns=80)
+    assert code == 0, out
+    text = ANSI.sub("", out).replace("\r", "")
+    wide = [line for line in text.splitlines() if cell_len(line) > 80]
+    assert not wide, wide
+    assert "…" not in text
+    return text
+
+
+def test_runs_shows_whole_ids_and_maxima(imported):
+    store, runs = imported
+    text = at_80(store, "runs")
+    for name, r in runs.items():
+        assert r.run_id in text                                     # what the user types next
+        assert f"{stated_max_us(name):.1f}" in text                  # the worst case, as the file states it
+
+
+def test_show_keeps_the_maximum_and_the_tail(imported):
+    store, runs = imported
+    name = "koen-h400-4t-100M-nort.txt"
+    text = at_80(store, "show", runs[name].run_id)
+    header = next(line for line in text.splitlines() if "max" in line and "p99" in line)
+    assert "p99.99" in header and "max" in header
+    assert f"{stated_max_us(name):.1f}" in text and runs[name].run_id in text
+
+
+def test_compare_keeps_names_maxima_and_ratios(imported):
+    store, runs = imported
+    text = at_80(store, "compare", "stock 4.19", "rt 5.10 under ping flood")
+    assert "stock 4.19" in text and "rt 5.10 under ping flood" in text
+    for name in ("koen-h400-4t-100M-nort.txt", "amro-h10000-3t.txt"):
+        assert f"{stated_max_us(name):.1f}" in text
+    first, other = stated_max_us("koen-h400-4t-100M-nort.txt"), stated_max_us("amro-h10000-3t.txt")
+    ratio = other / first
+    assert re.search(rf"max\s+{ratio:.1f}×\s+higher", text.replace("\n", " ").replace("│", " "))
+
+
+def test_kernel_boards_rows_stay_short(imported):
+    store, _ = imported
+    text = at_80(store, "kernel", "boards")
+    rows = [line for line in text.splitlines() if line.startswith(" ") and "│" in line]
+    starts = [i for i, line in enumerate(rows) if line.split("│")[0].strip() and not line.lstrip().startswith("(")]
+    lengths = [b - a for a, b in zip(starts, starts[1:] + [len(rows)])]
+    assert starts and max(lengths) <= 4, lengths        # a board is 1-4 lines, not 6-11
+    for board in ("pi1", "pi2", "pi4-32", "pi4-64", "pi5"):
+        assert re.search(rf"^ {re.escape(board)}\s", text, re.M)

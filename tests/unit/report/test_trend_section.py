@@ -1,0 +1,52 @@
+"""The trend a report embeds: two kernels over days with a gap, drawn and
+tabled, the rule's verdict stated; text from the board (a kernel release
+is whatever the board says) shown, never obeyed -- no markup, no TeX."""
+
+from __future__ import annotations
+
+import re
+
+from rtforge.report.plotting import render
+from rtforge.report.trend import load_trend, trend_figure, trend_section
+from rtforge.results.trend import Rule
+
+from ...support.soakdata import window, write_events, write_windows
+
+HOSTILE = "6.12-rt<script>alert(1)</script>$x$"
+
+
+def board(folder):
+    start = 1_800_000_000
+    ws = [window(i, start + 3600 * i, [5000, 40_000 + 1000 * (i % 5)], life="a-1", kernel="6.6-rt", window_s=3600)
+          for i in range(30)]
+    ws += [window(i, start + 3600 * (40 + i), [5000, 42_000], life="b-2", kernel=HOSTILE, window_s=3600,
+                  alert=i == 3) for i in range(30)]
+    write_windows(folder, ws)
+    write_events(folder, [{"event": "gap", "t_ns": (start + 3600 * 40) * 10**9, "life": "b-2",
+                           "from_ns": (start + 3600 * 30) * 10**9, "to_ns": (start + 3600 * 40) * 10**9,
+                           "seconds": 36000.0, "reboot": True, "clean": True, "life_before": "a-1"}])
+
+
+def test_the_trend_section_states_the_rule_and_escapes_the_board(tmp_path):
+    board(tmp_path / "pi")
+    t = load_trend(tmp_path / "pi", "pi", Rule(min_days=1, min_windows=24))
+    assert [s.label for s in t.spans] == ["6.6-rt", HOSTILE] and len(t.changes) == 1 and len(t.gaps) == 1
+    assert t.verdict.status == "promoted", t.verdict.line
+    html = trend_section([t])
+    assert "<script>" not in html and "&lt;script&gt;" in html
+    assert "Promotion rule: a kernel is promoted after 1 days and 24 windows" in html
+    assert re.search(r"<b>kernel 6\.12-rt&lt;script&gt;.*: 1\.2 days, 30 windows, no regression against kernel "
+                     r"6\.6-rt at the p99\.99 and max", html)
+    assert html.count("<tr>") == 3 and "<svg" in html
+    md = trend_section([t], "md")
+    assert "| 6.6-rt |" in md and "<script>" not in md and "**kernel" in md
+
+
+def test_the_plot_is_drawn_with_its_text_literal(tmp_path):
+    board(tmp_path / "pi")
+    t = load_trend(tmp_path / "pi", "pi", Rule())
+    svg = render(trend_figure([t]), "svg").decode()
+    assert "$x$" in svg.replace("\\$", "$")  # the $...$ pair stays text, not TeX
+    assert "max per window (µs)" in svg and "share of wake-ups later" in svg
+    png = render(trend_figure([t]), "png")
+    assert png[:4] == b"\x89PNG"
