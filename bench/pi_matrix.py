@@ -17,8 +17,10 @@ on, so the build time column is the time of this run; "objects" says how
 much it compiled.
 
 Prints one row per board x machine x source: build time, objects, booted,
-PREEMPT_RT in `uname -v`, probe samples.  Inside TCG the probe's latencies
-are emulation noise: the matrix shows that it runs, not how fast.
+PREEMPT_RT in `uname -v`, the page size the guest's user space got (the
+boot test holds it to the bundle's .config: 16K for pi5), probe samples.
+Inside TCG the probe's latencies are emulation noise: the matrix shows that
+it runs, not how fast.
 """
 
 from __future__ import annotations
@@ -91,6 +93,7 @@ def run(boards: list, sources: list[str], dist: Path, store: Store, probe_s: int
                              "booted": r.uname_v is not None,
                              "preempt_rt": bool(r.uname_v and "PREEMPT_RT" in r.uname_v.split()),
                              "probe_samples": samples, "passed": r.passed, "boot_s": round(r.seconds),
+                             "page_size": r.page_size,
                              "sentence": r.sentence, "console_log": str(r.console_log)})
                 print(f"   {r.machine}: {'passed' if r.passed else 'FAILED'}: {r.sentence}", flush=True)
             keep(rows)
@@ -132,18 +135,19 @@ def _hits(row: dict) -> str:
 def table(rows: list[dict]) -> str:
     head = (
         "| board | machine | source | release | build | objects (ccache hits) | boots | PREEMPT_RT in uname -v "
-        "| probe samples |\n"
-        "|---|---|---|---|---|---|---|---|---|"
+        "| pages | probe samples |\n"
+        "|---|---|---|---|---|---|---|---|---|---|"
     )
     lines = [head]
     for r in rows:
         if "error" in r:
-            lines.append(f"| {r['board']} | - | {r['source']} | - | failed: {r['error'][:80]} | | | | |")
+            lines.append(f"| {r['board']} | - | {r['source']} | - | failed: {r['error'][:80]} | | | | | |")
             continue
+        pages = f"{r['page_size'] // 1024}K" if r.get("page_size") else "?"   # rows from before the column: ?
         lines.append(
             f"| {r['board']} | {r['machine']} | {r['source']} | {r['release']} | {r['build_s'] / 60:.1f} min "
             f"| {r['objects']}{_hits(r)} | {'yes' if r['booted'] else 'no'} ({r['boot_s']} s) "
-            f"| {'yes' if r['preempt_rt'] else 'no'} | {r['probe_samples']} |"
+            f"| {'yes' if r['preempt_rt'] else 'no'} | {pages} | {r['probe_samples']} |"
         )
     return "\n".join(lines)
 

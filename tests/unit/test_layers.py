@@ -38,7 +38,7 @@ ROOMS = {
 DEVICE_USERS = {
     "cli": {"__init__", *ROOMS},
     "fleet": {"transport", "deploy"},
-    "kernel": {"firmware", "deploy"},
+    "kernel": {"firmware", "deploy", "transport"},  # --match reads a running kernel through a transport
     "measure": {"__init__", "transport"},
     "monitor": {"__init__", "transport"},
 }

@@ -1,13 +1,17 @@
 /* /init of rtforge's boot-test initramfs: process 1 of an emulated machine.
  *
- * It reports what kernel is running (uname, /sys/kernel/realtime), runs the
- * probe for a few seconds, prints the probe's files to the console between
- * markers the host parses, and powers off.  Static, no shell, no libraries:
- * the initramfs holds only this and the probe.
+ * It reports what kernel is running (uname, /sys/kernel/realtime, the page
+ * size user space gets), loads the modules given to it (/modules/\*.ko, with
+ * finit_module: no kmod here) and lists /proc/modules, runs the probe for a
+ * few seconds, prints the probe's files to the console between markers the
+ * host parses, and powers off.  Static, no shell, no libraries: the
+ * initramfs holds only this, the probe and the modules.
  *
  * Kernel command line: rtforge.probe_s=N (default 3).
  */
 #define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +19,7 @@
 #include <sys/mount.h>
 #include <sys/reboot.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -49,6 +54,40 @@ static int probe_seconds(void)
     return s > 0 && s < 3600 ? s : 3;
 }
 
+static int by_name(const struct dirent **a, const struct dirent **b)
+{
+    return strcmp((*a)->d_name, (*b)->d_name);
+}
+
+static int is_module(const struct dirent *e)
+{
+    size_t n = strlen(e->d_name);
+    return n > 3 && strcmp(e->d_name + n - 3, ".ko") == 0;
+}
+
+/* Each /modules/NAME.ko through finit_module(2), in name order: the boot
+ * test's proof that a module built against the bundle's headers loads. */
+static void load_modules(void)
+{
+    struct dirent **names;
+    int n = scandir("/modules", &names, is_module, by_name);
+    for (int i = 0; i < n; i++) {
+        char path[512];
+        snprintf(path, sizeof path, "/modules/%s", names[i]->d_name);
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        long rc = fd < 0 ? -1 : syscall(SYS_finit_module, fd, "", 0);
+        int err = rc == 0 ? 0 : errno;
+        printf("RTFORGE-INSMOD %s %d %s\n", names[i]->d_name, err, err ? strerror(err) : "loaded");
+        if (fd >= 0)
+            close(fd);
+        free(names[i]);
+    }
+    if (n >= 0) {
+        free(names);
+        dump("/proc/modules", "proc-modules");
+    }
+}
+
 int main(void)
 {
     mkdir("/proc", 0755);
@@ -80,6 +119,10 @@ int main(void)
         close(fd);
     }
     printf("RTFORGE-REALTIME %s\n", rt);
+    /* The page size the kernel gives user space (its auxiliary vector's
+     * AT_PAGESZ): 4096, or 16384 for a Pi 5 kernel with 16K pages. */
+    printf("RTFORGE-PAGESIZE %ld\n", sysconf(_SC_PAGESIZE));
+    load_modules();
 
     char secs[16];
     snprintf(secs, sizeof secs, "%d", probe_seconds());

@@ -13,12 +13,16 @@ from rich.text import Text
 
 from ..kernel.boards import FLAVOURS, get_board, load_boards
 from ..kernel.boottest import boot_test
-from ..kernel.build import BuildSpec, build_kernel
+from ..kernel.build import BuildResult, BuildSpec, build_kernel
+from ..kernel.kdiff import report_lines
+from ..kernel.running import read_running
 from ..kernel.rtpatch import prepare_rt_tree
 from ..kernel.sources import SPEC_HELP, prepare_source
 from ..results.store import Store
+from ..device import LocalTransport, SshTransport
 from ..device.deploy.bundle import open_bundle
 from ..errors import UserError
+from ..paths import resolved
 from ..units import parse_timeout_s
 from .common import RESULTS_DIR, LiveLine
 from .render import Col, fitted, make_console
@@ -106,10 +110,23 @@ def build(
     ),
     jobs: int = typer.Option(0, "--jobs", "-j", help="parallel jobs (default: all CPUs)"),
     dist: Path = typer.Option(Path("dist"), "--dist", help="where packages go"),
-    no_debs: bool = typer.Option(False, "--no-debs", help="skip Kbuild's bindeb-pkg"),
+    no_debs: bool = typer.Option(False, "--no-debs", help="skip Kbuild's bindeb-pkg (and so the headers package)"),
+    match: Optional[str] = typer.Option(
+        None, "--match", metavar="HOST",
+        help="start from the kernel HOST runs ('local': this machine): its source and its .config, plus RT; "
+             "every option that differs is reported with why"),
+    sysroot: Optional[Path] = typer.Option(
+        None, "--sysroot", metavar="DIR", help="with --match: read HOST's files below DIR (a copy of a board's "
+                                               "/proc, /boot and /var/lib/dpkg)"),
+    ssh_config: Optional[Path] = typer.Option(None, "--ssh-config", help="ssh config file (ssh -F) for --match"),
+    config_only: bool = typer.Option(False, "--config-only", help="configure and report, compile nothing"),
 ) -> None:
     """Fetch the source, enable PREEMPT_RT (patching if needed), verify the .config, build with Kbuild, package."""
     names = [f.strip() for f in fragments.split(",") if f.strip() and f.strip() != "none"]
+    if sysroot is not None and match is None:
+        raise UserError("--sysroot reads a board's files for --match: give --match HOST too")
+    err = Console(stderr=True)
+    running = _read_match(match, sysroot, ssh_config, err) if match else None
     spec = BuildSpec(
         board=board,
         source=source,
@@ -121,18 +138,70 @@ def build(
         jobs=jobs,
         dist=dist,
         debs=not no_debs,
+        match=running,
+        match_host=match,
+        config_only=config_only,
     )
-    err = Console(stderr=True)
     with LiveLine(err, count="bytes") as live:
-        result = build_kernel(spec, live.step)
+        result = build_kernel(spec, lambda what, done, total: _build_step(live, what, done, total))
     console = make_console()
     for note in result.notes:
         err.print(f"note: {note}", highlight=False)
     for m in result.config.dropped:
         err.print(f"[yellow]warning:[/yellow] {m.sentence()}", highlight=False)
+    if result.match is not None:
+        _print_match(console, result)
+    if result.dist is None:
+        console.print(f"configured, nothing compiled (--config-only): {result.config_path}", highlight=False)
+        return
     done = f"{result.objects} objects compiled" if result.objects else "nothing to compile"
     console.print(f"{result.release} for {result.board.name} ({done}): {result.dist}", highlight=False)
+    headers = open_bundle(result.dist).manifest.get("headers") or {}
+    if headers.get("deb"):
+        console.print(f"headers for DKMS: bundle/{headers['deb']}", highlight=False)
+    elif headers.get("why"):
+        console.print(f"no headers for DKMS: {headers['why']}", highlight=False)
     console.print(f"next: rtforge kernel boot-test {result.dist}   (then rtforge deploy HOST {result.dist})")
+
+
+def _build_step(live: LiveLine, what: str, done: int | None, total: int | None) -> None:
+    """The line counts bytes (downloads, extraction); compiling counts objects,
+    so its count goes into the words rather than be shown as megabytes."""
+    if what == "compiling" and total:
+        if live.what != what:
+            live.step(what, None, None)             # a new step: its own elapsed time
+        live.update(f"compiling: {done} of ~{total} objects")
+    else:
+        live.step(what, done, total)
+
+
+def _read_match(host: str, sysroot: Path | None, ssh_config: Path | None, err: Console):
+    local = host in ("local", "localhost")
+    t = LocalTransport() if local else SshTransport(host, ssh_config=ssh_config)
+    try:
+        root = ""
+        if sysroot is not None:
+            root = str(resolved(sysroot, f"--sysroot {sysroot}")) if local else str(sysroot)
+            if t.run(["test", "-d", root]).returncode != 0:
+                raise UserError(f"--sysroot {sysroot} is not a directory on {t.name}: give the folder that holds "
+                                "the board's proc/, boot/ and var/lib/dpkg/")
+        err.print(f"reading the running kernel of {'this machine' if local else host}", highlight=False)
+        return read_running(t, root, host="this machine" if local else host)
+    finally:
+        t.close()
+
+
+def _print_match(console, result: BuildResult) -> None:
+    """What was matched, what was used instead, and every option that differs."""
+    plan, k = result.match, result.config
+    console.print(f"matched: {plan.spec} ({plan.how})" + ("" if plan.exact else "; not an exact match"),
+                  highlight=False, markup=False)
+    console.print(f"configuration: from {k.base}", highlight=False, markup=False)
+    for line in plan.instead:
+        console.print(f"  instead: {line}", highlight=False, markup=False)
+    console.print(f"{len(result.changes)} options differ from the running kernel's:", highlight=False)
+    for line in report_lines(result.changes):
+        console.print(line, highlight=False, markup=False, soft_wrap=True)
 
 
 @kernel_app.command()
@@ -155,6 +224,9 @@ def boot_test_cmd(
     timeout: str = typer.Option("5m", "--timeout", metavar="DURATION",
                                 help="how long to wait for the kernel to boot and report (5m)"),
     probe_s: int = typer.Option(3, "--probe-s", help="seconds of probe run inside QEMU"),
+    module: List[Path] = typer.Option([], "--module", metavar="FILE.ko",
+                                      help="load this module in the guest (repeatable): e.g. one built against "
+                                           "the bundle's headers"),
     results_dir: Optional[Path] = RESULTS_DIR,
 ) -> int:
     """Boot the kernel on each emulated machine of its board: passes only if it runs as PREEMPT_RT; the
@@ -174,6 +246,7 @@ def boot_test_cmd(
                 timeout_s=timeout_s,
                 probe_s=probe_s,
                 progress=lambda m, s, line: live.step(f"booting on QEMU {m} ({s:.0f} s): {line[:60]}", None, None),
+                modules=list(module),
             )
     finally:
         b.close()

@@ -15,8 +15,12 @@ so a typo in a board file is a bug that tests/unit/kernel/test_boards.py catches
     default_source     the source spec used when the user gives none
     config_fragment    a fragment applied right after the defconfig that this
                        board needs to work at all (QEMU boards: what virt needs
-                       on top of allnoconfig); "" for none.  Owned by the config
-                       step, which defines where the file lives.
+                       on top of allnoconfig); "" for none; or a table by
+                       flavour ({ mainline = "arm64-16k-pages" }: the Pi 5's
+                       16K pages, which only the mainline defconfig lacks).
+                       Owned by the config step, which defines where the file
+                       lives.  `--match` builds start from the running
+                       configuration instead, and apply none.
     uname_m            what `uname -m` reports once this kernel runs
     pis                the Raspberry Pi models this kernel runs on, by their names
                        in data/pi_models.toml (pi0, pi3+, cm4, ...), which holds
@@ -94,7 +98,7 @@ GENERIC_CONFIG_TARGETS = ("defconfig", "allnoconfig", "allyesconfig", "allmodcon
 _TOP_KEYS = {
     "description": str, "aliases": list, "arch": str, "cross_compile": str, "toolchain_package": str,
     "image_target": str, "image_name": str, "stock_image_name": str, "default_source": str,
-    "config_fragment": str, "uname_m": list, "pis": list, "user_cpus": list,
+    "config_fragment": (str, dict), "uname_m": list, "pis": list, "user_cpus": list,
     "defconfig": dict, "dtbs": dict, "overlays": dict, "emulated": list,
 }
 _EMULATED_KEYS = {"machine": str, "dtb": dict}
@@ -162,7 +166,7 @@ class Board:
     image_name: str
     stock_image_name: str
     default_source: str
-    config_fragment: str
+    config_fragment: str | dict[str, str]
     uname_m: tuple[str, ...]
     pis: tuple[str, ...]
     user_cpus: tuple[str, ...]
@@ -199,6 +203,12 @@ class Board:
             return name
         raise UserError(f"the source tree has no arch/{self.srcarch}/configs/{name}, which board {self.name} needs"
                         + (f" (try --source {self.default_source})" if self.default_source else ""))
+
+    def fragment_for(self, flavour: str) -> str:
+        """The board's own fragment for a tree of this flavour ("" for none)."""
+        if isinstance(self.config_fragment, dict):
+            return self.config_fragment.get(flavour, "")
+        return self.config_fragment
 
     def dtb_globs(self, flavour: str) -> tuple[str, ...]:
         return self.dtbs.get(flavour, ())
@@ -256,7 +266,8 @@ def _check_keys(where: str, doc: dict, spec: dict, optional: dict | None = None)
         raise BoardFileError(f"{where}: missing keys {missing}, unknown keys {unknown}")
     for key, typ in {**spec, **optional}.items():
         if key in doc and not isinstance(doc[key], typ):
-            raise BoardFileError(f"{where}: '{key}' must be a {typ.__name__}")
+            names = " or a ".join(t.__name__ for t in (typ if isinstance(typ, tuple) else (typ,)))
+            raise BoardFileError(f"{where}: '{key}' must be a {names}")
 
 
 def parse_machines(text: str) -> dict[str, dict]:
@@ -341,7 +352,9 @@ def parse_board(name: str, text: str) -> Board:
         name=name, description=doc["description"], aliases=tuple(doc["aliases"]), arch=arch,
         cross_compile=doc["cross_compile"], toolchain_package=doc["toolchain_package"],
         image_target=doc["image_target"], image_name=doc["image_name"], stock_image_name=doc["stock_image_name"],
-        default_source=doc["default_source"], config_fragment=doc["config_fragment"],
+        default_source=doc["default_source"],
+        config_fragment=(_flavour_table(where, "config_fragment", doc["config_fragment"], str)
+                         if isinstance(doc["config_fragment"], dict) else doc["config_fragment"]),
         uname_m=tuple(doc["uname_m"]), pis=tuple(doc["pis"]), user_cpus=tuple(doc["user_cpus"]),
         defconfig=_flavour_table(where, "defconfig", doc["defconfig"], str),
         dtbs=_flavour_table(where, "dtbs", doc["dtbs"], list),

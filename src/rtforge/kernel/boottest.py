@@ -3,11 +3,14 @@
 The kernel boots with an initramfs holding only rtforge's /init and the
 statically cross-built probe, both built for the board's own CPU (its
 `uname -m`: armv6l for a Pi 1, whose ARM1176 dies of SIGILL on ARMv7 code).
-/init prints uname and /sys/kernel/realtime, runs the probe for a few
-seconds and prints its files between markers on the serial console; the host
-reads them from QEMU's output.  A machine passes only if `uname -v` shows the
-bundle's RT marker (and /sys/kernel/realtime is 1 where the kernel has that
-file: RT-patched kernels do, mainline does not).
+/init prints uname, /sys/kernel/realtime and the page size, loads the
+modules given to the test (`modules`, e.g. one built against the bundle's
+headers), runs the probe for a few seconds and prints its files between
+markers on the serial console; the host reads them from QEMU's output.  A
+machine passes only if `uname -v` shows the bundle's RT marker (and
+/sys/kernel/realtime is 1 where the kernel has that file: RT-patched kernels
+do, mainline does not), the page size is the one the bundle's .config chose
+(4K, 16K or 64K on arm64), and every module loaded and is in /proc/modules.
 
 A board's kernel is tested on each machine its board file names (a Pi 3/4
 kernel on raspi3b, raspi3ap and raspi4b), with the machine's quirks appended
@@ -59,6 +62,8 @@ class BootTest:
     diagnosis: Diagnosis | None = None
     stand_in: bool = False
     quirks: dict[str, str] = field(default_factory=dict)   # what the boot added for QEMU's gaps -> why
+    page_size: int | None = None                           # what the guest's user space got
+    modules: dict[str, str] = field(default_factory=dict)  # module file -> "loaded" or the error
 
 
 def machines_of(manifest: dict) -> list[dict]:
@@ -147,9 +152,23 @@ def log_dir_for(bundle: Bundle) -> Path:
     return fallback
 
 
+def expected_page_size(bundle: Bundle) -> int | None:
+    """The page size the bundle's own .config chose (arm64's ARM64_*K_PAGES), None if it says none."""
+    config = next((rel for rel in bundle.files if rel.startswith("config-") and "/" not in rel), None)
+    if config is None:
+        return None
+    text = bundle.member(config).read_text(errors="replace")
+    for size, option in ((4096, "ARM64_4K_PAGES"), (16384, "ARM64_16K_PAGES"), (65536, "ARM64_64K_PAGES")):
+        if f"CONFIG_{option}=y" in text.splitlines():
+            return size
+    return None
+
+
 def boot_test(bundle: Bundle, store: Store, *, machine: str | None = None, timeout_s: float = 300,
-              probe_s: int = 3, progress: Callable[[str, float, str], None] | None = None) -> list[BootTest]:
-    """Boot the bundle on each of its emulated machines (or only `machine`)."""
+              probe_s: int = 3, progress: Callable[[str, float, str], None] | None = None,
+              modules: list[Path] = ()) -> list[BootTest]:
+    """Boot the bundle on each of its emulated machines (or only `machine`),
+    loading `modules` (.ko files) in the guest."""
     m = bundle.manifest
     every = machines_of(m)
     if not every:
@@ -159,6 +178,11 @@ def boot_test(bundle: Bundle, store: Store, *, machine: str | None = None, timeo
     if not chosen:
         raise UserError(f"{bundle.board} is not boot-tested on '{machine}': choose one of "
                         f"{', '.join(q['machine'] for q in every)}")
+    for ko in modules:
+        if not Path(ko).is_file() or not str(ko).endswith(".ko"):
+            raise UserError(f"--module {ko}: not a .ko file")
+    if len({Path(ko).name for ko in modules}) != len(modules):
+        raise UserError("two --module files have the same name: the guest loads them from one folder")
     tools.require(needs(bundle, chosen), "the boot test")
     kernel = bundle.member("boot/" + bundle.image)
     target = program_machine(m)
@@ -166,14 +190,17 @@ def boot_test(bundle: Bundle, store: Store, *, machine: str | None = None, timeo
     results = []
     with tempfile.TemporaryDirectory(prefix="rtforge-boottest-") as d:
         initrd = initramfs.build({"init": build_program("bootinit", "rtforge-init", target, static=True),
-                                  "rtprobe": build_probe(target, static=True)}, Path(d) / "initramfs.cpio")
+                                  "rtprobe": build_probe(target, static=True),
+                                  **{f"modules/{Path(ko).name}": Path(ko) for ko in modules}},
+                                 Path(d) / "initramfs.cpio")
         entered = None  # the zImage behind the AArch32 entry, built once for every AArch64-only Pi machine
         for q in chosen:
             image = kernel
             if aarch32.needs_entry(m["arch"], q["machine"]):
                 entered = entered or aarch32.wrap(kernel, Path(d) / f"{bundle.image}.aarch32-entry")
                 image = entered
-            results.append(_boot_one(bundle, store, q, image, initrd, logs, timeout_s, probe_s, progress))
+            results.append(_boot_one(bundle, store, q, image, initrd, logs, timeout_s, probe_s, progress,
+                                     [Path(ko).name for ko in modules]))
     return results
 
 
@@ -206,7 +233,7 @@ def _run_qemu(argv: list[str], console: Path, timeout_s: float,
 
 
 def _boot_one(bundle: Bundle, store: Store, q: dict, kernel: Path, initrd: Path, logs: Path, timeout_s: float,
-              probe_s: int, progress) -> BootTest:
+              probe_s: int, progress, modules: list[str]) -> BootTest:
     name = q["machine"]
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     console = logs / f"{name}-{stamp}.log"
@@ -223,8 +250,22 @@ def _boot_one(bundle: Bundle, store: Store, q: dict, kernel: Path, initrd: Path,
         when = f"after {seconds:.0f} s" if not timed_out else f"within {timeout_s:.0f} s"
         reached = "" if why.kind == "panic" else f"did not reach /init {when}: "
         return BootTest(passed=False, sentence=f"{reached}{why.sentence()}", diagnosis=why, **common)
+    page = _field(text, "PAGESIZE")
+    page_size = int(page) if page and page.isdigit() else None
+    loaded = {m[1]: ("loaded" if m[2] == "0" else m[3]) for m in re.finditer(r"^RTFORGE-INSMOD (\S+) (\d+) (.*?)\r?$",
+                                                                            text, re.M)}
+    listed = {line.split()[0] for line in _sections(text).get("proc-modules", "").splitlines() if line.split()}
+    common.update(page_size=page_size, modules=loaded)
     problems = kernel_problems(marker, uname_v, None if realtime == "absent" else str(realtime),
                                release=bundle.release, uname_r=uname_r)
+    want_page = expected_page_size(bundle)
+    if want_page and page_size != want_page:
+        problems.append(f"the page size is {page_size}, not the {want_page} its .config chose")
+    for ko in modules:
+        if loaded.get(ko) != "loaded":
+            problems.append(f"{ko} did not load: {loaded.get(ko, 'init did not try it')}")
+        elif ko.removesuffix(".ko").replace("-", "_") not in listed:
+            problems.append(f"{ko} loaded, but /proc/modules does not list it")
     if "RTFORGE-DONE" not in text:
         why = diagnose(text) or explain_stop(text)
         problems.append(f"/init did not finish its {probe_s} s probe run: {why.sentence()}")
@@ -233,8 +274,10 @@ def _boot_one(bundle: Bundle, store: Store, q: dict, kernel: Path, initrd: Path,
         return BootTest(passed=False, sentence="booted, but " + "; ".join(problems), uname_r=uname_r,
                         uname_v=uname_v, realtime=realtime, run_id=run_id, diagnosis=diagnose(text), **common)
     rt_file = "absent, as on mainline" if realtime == "absent" else "1"
+    extra = f", {page_size // 1024}K pages" if page_size else ""
+    extra += "".join(f", {m} loaded" for m in modules)
     return BootTest(passed=True, sentence=f"{uname_r} booted on QEMU {name} in {seconds:.0f} s: uname -v has {marker}, "
-                    f"/sys/kernel/realtime {rt_file}", uname_r=uname_r, uname_v=uname_v, realtime=realtime,
+                    f"/sys/kernel/realtime {rt_file}{extra}", uname_r=uname_r, uname_v=uname_v, realtime=realtime,
                     run_id=run_id, **common)
 
 
@@ -258,7 +301,7 @@ def _store_run(bundle: Bundle, store: Store, q: dict, console: str) -> str | Non
     raw = store.run_dir(result.run_id) / "raw"
     raw.mkdir(parents=True)
     for name, body in files.items():
-        if re.fullmatch(r"[\w.-]+", name) and name not in (".", ".."):      # a file name, never a path
+        if name in ("probe.json", "series.jsonl", "telemetry.jsonl"):      # the probe's files, never a path
             (raw / name).write_text(body.replace("\r\n", "\n") + ("\n" if not body.endswith("\n") else ""))
     try:
         finalize(result, raw.parent)

@@ -24,9 +24,13 @@ from ..errors import UserError
 from .boards import Board, get_board
 from .fetch import kernel_cache
 from .kbuild import FRAGMENTS, ConfigResult, configure, make_argv, run_make
-from .kconfig import parse_option
+from .kconfig import parse_option, read_config
+from .debian import VersionNotOffered
+from .kdiff import Change, differences, report_lines
+from .match import MatchPlan, check_board, check_tree, fixups, plan_source
 from .package import package
 from .rtpatch import prepare_rt_tree
+from .running import RunningKernel
 from .sources import prepare_source
 
 Progress = Callable[[str, int | None, int | None], None]
@@ -44,9 +48,14 @@ class BuildSpec:
     jobs: int = 0                        # 0: all CPUs
     dist: Path = Path("dist")
     debs: bool = True
+    match: RunningKernel | None = None   # --match: start from this running kernel's source and configuration
+    match_host: str | None = None        # as the user named it (HOST, or local)
+    config_only: bool = False            # stop after configuring (and the --match report)
 
     def reproducer(self) -> str:
         argv = ["rtforge", "kernel", "build", "--board", self.board]
+        if self.match_host:
+            argv += ["--match", self.match_host]
         if self.source:
             argv += ["--source", self.source]
         if self.rt_patch:
@@ -66,12 +75,15 @@ class BuildSpec:
 
 @dataclass
 class BuildResult:
-    release: str
-    dist: Path
+    release: str                         # "" when only configured
+    dist: Path | None                    # None when only configured
     board: Board
     objects: int                         # compiled in this run (0: nothing to do)
     config: ConfigResult
     notes: list[str]
+    match: MatchPlan | None = None       # --match: the source chosen, and what was used instead
+    changes: list[Change] = field(default_factory=list)   # --match: every option that differs from the running one
+    config_path: Path | None = None      # the .config built (or to be built)
 
 
 def _localversion(tree: Path, build: Path, config: dict[str, str]) -> str:
@@ -101,14 +113,27 @@ def build_kernel(spec: BuildSpec, progress: Progress | None = None) -> BuildResu
             raise UserError(f"-k {p}: no such fragment file")
     for o in spec.options:          # bad input is refused before any step starts
         parse_option(o)
-    tools.require(tools_before(board, spec), "this kernel build")
-    source = prepare_source(spec.source or board.default_source, report)
+    plan = None
+    if spec.match is not None:
+        check_board(spec.match, board)
+        plan = plan_source(spec.match, board, spec.source)
+    tools.require(tools_before(board, spec, plan.spec if plan else None), "this kernel build")
+    if plan is None:
+        source = prepare_source(spec.source or board.default_source, report)
+    else:
+        source = _matched_source(plan, spec.match, report)
     rt = prepare_rt_tree(source, board.arch, spec.rt_patch, progress=report)
     tree = rt.path
     build = kernel_cache() / "build" / f"{tree.name}-{board.name}" / "obj"
     report("configuring", None, None)
+    base, generated = _match_base(plan, spec.match, board, source.flavour, tree)
     cfg = configure(tree, build, board, source.flavour, rt.support, fragments=spec.fragments,
-                    user_fragments=spec.user_fragments, options=spec.options, allow_dropped=spec.allow_dropped)
+                    user_fragments=spec.user_fragments, options=spec.options, allow_dropped=spec.allow_dropped,
+                    base_config=base, generated=generated)
+    changes = differences(spec.match.config, cfg.config, tree, board.srcarch, cfg.asked) if base else []
+    if spec.config_only:
+        return BuildResult("", None, board, 0, cfg, list(cfg.notes) + list(rt.notes) + list(source.notes), plan,
+                           changes, build / ".config")
     tools.require(tools_for_config(cfg.config, board), "this kernel configuration")
     lv = _localversion(tree, build, cfg.config)
     targets = [board.image_target]
@@ -126,22 +151,94 @@ def build_kernel(spec: BuildSpec, progress: Progress | None = None) -> BuildResu
                        lambda n: report("compiling", n, max(expected, n)), what="the kernel build")
     if objects:
         state_file.write_text(json.dumps({"objects": objects}))
+    check_built_rt(build, rt.support.symbol)
     report("packaging", None, None)
     extra = {"source_id": source.source_id, "rt_patch_id": rt.patch_id, "reproducer": spec.reproducer(),
              "fragments": cfg.fragments, "config_notes": cfg.notes,
              "dropped_options": [m.sentence() for m in cfg.dropped]}
+    if plan is not None:
+        extra["match"] = {"running": spec.match.to_dict(), "source": plan.to_dict(), "config_base": cfg.base,
+                          "differences": [c.to_dict() for c in changes]}
     dist = package(tree, build, board, source.flavour, cfg.config, lv, Path(spec.dist), extra, debs=spec.debs,
-                   log=log, jobs=jobs)
+                   log=log, jobs=jobs, running_config=spec.match.config_text if base else None,
+                   report=_report_text(spec.match, plan, changes) if plan else None)
     release = open_bundle(dist).release
-    return BuildResult(release, dist, board, objects, cfg, list(cfg.notes) + list(rt.notes) + list(source.notes))
+    return BuildResult(release, dist, board, objects, cfg, list(cfg.notes) + list(rt.notes) + list(source.notes),
+                       plan, changes, build / ".config")
 
 
-def tools_before(board: Board, spec: BuildSpec) -> list[str]:
+def _matched_source(plan: MatchPlan, running: RunningKernel, report):
+    """The matched source, or -- when Debian no longer offers the exact
+    package version -- the newest of the series, said so."""
+    try:
+        source = prepare_source(plan.spec, report)
+    except VersionNotOffered as e:
+        fallback = plan.spec.partition("=")[0]
+        plan.exact = False
+        plan.instead.append(f"{e}: built from {fallback} instead")
+        plan.spec = fallback
+        source = prepare_source(fallback, report)
+    check_tree(plan, running, source)
+    return source
+
+
+def _match_base(plan: MatchPlan | None, running: RunningKernel | None, board: Board, flavour: str,
+                tree: Path) -> tuple[tuple[str, str] | None, dict[str, dict[str, str]]]:
+    """--match: the running configuration as the base, and the fix-ups of
+    the files it names from its builder's tree (none without --match)."""
+    if plan is None:
+        return None, {}
+    if running.config is None:
+        plan.exact = False
+        plan.instead.append(f"{running.host} has no /proc/config.gz and no /boot/config-{running.release}: "
+                            f"configured from board {board.name}'s {board.defconfig_for(flavour)} instead")
+        return None, {}
+    fixed = fixups(running.config, tree)
+    for sym, (value, why) in fixed.items():
+        plan.instead.append(f"CONFIG_{sym}={value}: {why}")
+    generated = {"match-fixups": {s: v for s, (v, _) in fixed.items()}} if fixed else {}
+    return (f"{running.host}'s {running.config_from}", running.config_text), generated
+
+
+def _report_text(running: RunningKernel, plan: MatchPlan, changes: list[Change]) -> str:
+    head = [f"running kernel: {running.release} on {running.host} ({running.machine}"
+            + (f", {running.model}" if running.model else "") + ")",
+            f"its package: {running.package} {running.package_version}" if running.package else "its package: none",
+            f"its configuration: {running.config_from or 'none'}",
+            f"source: {plan.spec} ({plan.how}){'' if plan.exact else '; not an exact match'}"]
+    head += [f"instead: {line}" for line in plan.instead]
+    return "\n".join(head + ["", f"{len(changes)} options differ from the running kernel's:"]
+                     + report_lines(changes)) + "\n"
+
+
+def check_built_rt(build: Path, symbol: str) -> None:
+    """Read back what was built, not what was asked: the .config Kbuild
+    built from and the UTS_VERSION it compiled into the image (uname -v).
+    A kernel configured from a reused or edited .config can come out
+    without full RT (PREEMPT_RT needs EXPERT and ARCH_SUPPORTS_RT); such a
+    kernel is refused here rather than packaged."""
+    config = read_config(build / ".config")
+    if config.get(symbol) != "y":
+        raise UserError(f"the build's .config has CONFIG_{symbol}={config.get(symbol, 'n')} "
+                        f"({build / '.config'}): a kernel without full RT is not packaged")
+    for name in ("utsversion.h", "compile.h"):
+        header = build / "include" / "generated" / name
+        if header.is_file() and "UTS_VERSION" in (text := header.read_text(errors="replace")):
+            uts = next((line for line in text.splitlines() if "UTS_VERSION" in line), "")
+            if "PREEMPT_RT" not in uts and "PREEMPT RT" not in uts:
+                raise UserError(f"the kernel was compiled with {uts.split(None, 2)[-1]} as uname -v "
+                                f"({header}), which does not say PREEMPT_RT: it is not packaged")
+            return
+    raise UserError(f"the build has no include/generated/utsversion.h or compile.h with UTS_VERSION: "
+                    f"cannot tell whether it is an RT kernel ({build})")
+
+
+def tools_before(board: Board, spec: BuildSpec, source: str | None = None) -> list[str]:
     """What the build needs on this machine whatever the .config says:
     fetching the source, Kbuild's host tools (Documentation/process/changes.rst),
     the board's cross compiler, and the packaging tools when .debs are wanted
     (the tree's own scripts/package/mkdebian lists them as Build-Depends)."""
-    kind = (spec.source or board.default_source).partition(":")[0]
+    kind = (source or spec.source or board.default_source).partition(":")[0]
     need = {"debian": ["apt-get", "dpkg-query", "xz"], "rpi": ["git"], "git": ["git"]}.get(kind, [])
     if kind == "tar":
         need += [{".xz": "xz", ".zst": "zstd"}.get(Path(spec.source).suffix, "tar")]
@@ -149,7 +246,7 @@ def tools_before(board: Board, spec: BuildSpec) -> list[str]:
         need += ["patch", "xz"]
     need += ["make", "gcc", "bc", "bison", "flex", "perl", f"{board.cross_compile}gcc"]
     if spec.debs:
-        need += ["dpkg-buildpackage", "dh_listpackages", "rsync", "cpio", "depmod",
+        need += ["dpkg-buildpackage", "dh_listpackages", "dpkg-deb", "rsync", "cpio", "depmod",
                  "/usr/include/openssl/opensslv.h", "/usr/include/gelf.h"]
         if os.geteuid() != 0:
             need.append("fakeroot")             # Kbuild's default KBUILD_PKG_ROOTCMD

@@ -278,15 +278,23 @@ def _tarball_from_deb(deb: Path, package: str, version: str, progress: Progress)
     return dest
 
 
-def resolve(series: str | None, progress: Progress = None) -> DebianSource:
+class VersionNotOffered(UserError):
+    """The exact package version asked for is neither installed nor offered by any suite."""
+
+    def __init__(self, message: str, offered: list[str]):
+        super().__init__(message)
+        self.offered = offered
+
+
+def resolve(series: str | None, progress: Progress = None, version: str | None = None) -> DebianSource:
     """series: "X.Y", "latest" (the newest any suite has) or None (the newest
-    installed, else latest)."""
+    installed, else latest); version: exactly that package version of X.Y."""
     if series is None:
         have = installed_series()
         if have:
             return _installed(have[-1]) or resolve(have[-1], progress)
         series = "latest"
-    if series != "latest" and (src := _installed(series)) is not None:
+    if series != "latest" and (src := _installed(series)) is not None and version in (None, src.version):
         return src
     apt = PrivateApt(fetch.kernel_cache() / "apt")
     apt.update(progress)
@@ -311,6 +319,18 @@ def resolve(series: str | None, progress: Progress = None) -> DebianSource:
         raise UserError(
             f"no Debian suite offers {package} (offered: {have}): use debian:X.Y with one of those, or debian:latest"
         )
+    if version is not None:
+        offered = [v for v, _ in versions]
+        if version not in offered:
+            apt.update(progress, force=True)        # a day-old list may not know a new upload yet
+            versions = apt.versions(package)
+            offered = [v for v, _ in versions]
+        if version not in offered:
+            have = _installed(series)
+            listed = offered + ([f"{have.version} (installed)"] if have else [])
+            raise VersionNotOffered(f"no Debian suite offers {package} {version} any more (offered: "
+                                    f"{', '.join(listed) or 'none'})", offered)
+        versions = [row for row in versions if row[0] == version]
     version, suite = versions[0]
     deb = apt.download(package, version, progress)
     return DebianSource(package, version, suite, _tarball_from_deb(deb, package, version, progress))

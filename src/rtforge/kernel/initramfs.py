@@ -29,9 +29,17 @@ def build(files: dict[str, Path], dest: Path) -> Path:
         parts.append(_entry(d, stat.S_IFDIR | 0o755, ino=ino))
         ino += 1
     parts.append(_entry("dev/console", stat.S_IFCHR | 0o600, rdev=(5, 1), ino=ino))
+    made = {"dev", "proc", "sys", "tmp"}
     for name, src in files.items():
+        rel = name.lstrip("/")
+        parents = [str(p) for p in reversed(Path(rel).parents) if str(p) != "."]
+        for d in parents:                      # a file's folders come before it (modules/x.ko)
+            if d not in made:
+                ino += 1
+                parts.append(_entry(d, stat.S_IFDIR | 0o755, ino=ino))
+                made.add(d)
         ino += 1
-        parts.append(_entry(name.lstrip("/"), stat.S_IFREG | 0o755, Path(src).read_bytes(), ino=ino))
+        parts.append(_entry(rel, stat.S_IFREG | 0o755, Path(src).read_bytes(), ino=ino))
     parts.append(_entry("TRAILER!!!", 0))
     data = b"".join(parts)
     dest.write_bytes(data + b"\0" * (-len(data) % 512))

@@ -121,6 +121,8 @@ class ConfigResult:
     dropped: list[Mismatch]  # requested options Kconfig did not keep
     optional_dropped: list[Mismatch] = field(default_factory=list)
     fragments: list[str] = field(default_factory=list)
+    asked: dict[str, str] = field(default_factory=dict)   # SYMBOL -> the fragment that asked for it (last wins)
+    base: str = ""                                         # the defconfig, or where the base .config came from
 
     @property
     def notes(self) -> list[str]:
@@ -138,23 +140,38 @@ def configure(
     user_fragments: list[Path],
     options: list[str],
     allow_dropped: bool = False,
+    base_config: tuple[str, str] | None = None,
+    generated: dict[str, dict[str, str]] | None = None,
 ) -> ConfigResult:
     """defconfig + fragments (rt, the chosen ones, the board's, the user's, -K)
-    merged by Kbuild's merge_config.sh, then olddefconfig; read back."""
+    merged by Kbuild's merge_config.sh, then olddefconfig; read back.
+
+    base_config: (where it came from, its text) replaces the defconfig and
+    the board's fragment (`--match`: the running kernel's configuration).
+    generated: {name: {SYMBOL: value}} fragments made by the caller, merged
+    after the base and before rtforge's fragments."""
     build.mkdir(parents=True, exist_ok=True)
     log = build / "config.log"
     log.write_text("")
     scratch = build / ".rtforge-config"
     scratch.mkdir(exist_ok=True)
-    defconfig = board.defconfig_in(tree, flavour)
     # Configure into a scratch file, not the build's .config: an unchanged
     # result then leaves .config and its time stamp alone (make has nothing
     # to do).  KCONFIG_CONFIG names that file, and the build directory's own
     # Kconfig tools do the work (a scratch O= would compile them twice).
     scratch_env = {"KCONFIG_CONFIG": str(scratch / ".config")}
-    run_make(make_argv(tree, build, board, [defconfig]), log, what=f"make {defconfig}", env=scratch_env)
+    if base_config is None:
+        defconfig = board.defconfig_in(tree, flavour)
+        run_make(make_argv(tree, build, board, [defconfig]), log, what=f"make {defconfig}", env=scratch_env)
+        base = defconfig
+    else:
+        base, text = base_config
+        (scratch / ".config").write_text(text)
 
     files: list[tuple[str, Path, bool]] = []  # (name, file, required)
+    for name, values in (generated or {}).items():
+        write_fragment(scratch / f"{name}.config", values)
+        files.append((name, scratch / f"{name}.config", True))
     if rt.symbol == "PREEMPT_RT_FULL":
         files.append(("rt-full", fragment_path("rt-full"), True))
     else:
@@ -163,8 +180,9 @@ def configure(
         files.append((name, fragment_path(name), True))
         if name == "latency":
             files.append(("latency-optional", fragment_path("latency-optional"), False))
-    if board.config_fragment:
-        files.append((board.config_fragment, fragment_path(board.config_fragment), True))
+    own = board.fragment_for(flavour) if base_config is None else ""
+    if own:
+        files.append((own, fragment_path(own), True))
     for p in user_fragments:
         files.append((str(p), Path(p), True))
     if options:
@@ -174,10 +192,12 @@ def configure(
 
     requested: dict[str, str] = {}
     optional: dict[str, str] = {}
-    for _name, path, required in files:
+    asked: dict[str, str] = {}
+    for name, path, required in files:
         for sym, value in fragment_options(path).items():
             (requested if required else optional)[sym] = value
             (optional if required else requested).pop(sym, None)
+            asked[sym] = name
     merge = [
         "bash",
         str(tree / "scripts/kconfig/merge_config.sh"),
@@ -202,6 +222,8 @@ def configure(
         mismatches(requested, config, tree, srcarch),
         mismatches(optional, config, tree, srcarch),
         [name for name, _, _ in files],
+        asked,
+        base,
     )
     if result.dropped and not allow_dropped:
         raise UserError(

@@ -11,7 +11,7 @@ evaluated against .config to name the unmet part.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import UserError
@@ -20,15 +20,19 @@ _SET = re.compile(r"^CONFIG_([A-Za-z0-9_]+)=(.*)$")
 _UNSET = re.compile(r"^# CONFIG_([A-Za-z0-9_]+) is not set$")
 
 
-def read_config(path: Path) -> dict[str, str]:
+def parse_config(text: str) -> dict[str, str]:
     """{SYMBOL: value} with "n" for '# CONFIG_X is not set'; strings keep their quotes."""
     values = {}
-    for line in Path(path).read_text(errors="replace").splitlines():
+    for line in text.splitlines():
         if m := _SET.match(line):
             values[m[1]] = m[2]
         elif m := _UNSET.match(line):
             values[m[1]] = "n"
     return values
+
+
+def read_config(path: Path) -> dict[str, str]:
+    return parse_config(Path(path).read_text(errors="replace"))
 
 
 def parse_option(text: str) -> tuple[str, str]:
@@ -84,6 +88,18 @@ class Definition:
     file: str
     conditions: list[str]    # enclosing `if` blocks and menu `depends on`, outermost first
     depends: list[str]       # the entry's own `depends on`
+    kind: str = ""           # bool, tristate, int, hex, string ("" when the entry does not say)
+    prompt: bool = False     # has a prompt: a user may set it (else only defaults and selects do)
+    defaults: list[tuple[str, str]] = field(default_factory=list)        # (value, condition or "")
+    selects: list[tuple[str, str, bool]] = field(default_factory=list)   # (symbol, condition, is imply)
+    choice: int | None = None  # the `choice` block it is a member of
+
+
+def _split_if(text: str) -> tuple[str, str]:
+    """'EXPR if COND' -> (EXPR, COND); the 'if' inside a quoted prompt does not count."""
+    masked = re.sub(r'"[^"]*"', lambda m: "_" * len(m[0]), text)
+    m = re.search(r"\s+if\s+", masked)
+    return (text[: m.start()].strip(), text[m.end():].strip()) if m else (text.strip(), "")
 
 
 def _logical_lines(text: str):
@@ -124,6 +140,7 @@ def _walk(tree: Path, srcarch: str, path: Path, conds: list[str], out: dict, see
         return
     seen.add(path)
     stack: list[tuple[str, str | None]] = []       # ("if"|"menu"|"choice", condition or None)
+    choices: list[int] = []                          # the open `choice` blocks, innermost last
     entry: Definition | None = None
     pending_menu = False
     for line in _logical_lines(path.read_text(errors="replace")):
@@ -142,15 +159,22 @@ def _walk(tree: Path, srcarch: str, path: Path, conds: list[str], out: dict, see
                 pass
         elif line.startswith("menu ") or line == "choice" or line.startswith("choice "):
             stack.append(("menu" if line.startswith("menu ") else "choice", None))
+            if not line.startswith("menu "):
+                _CHOICE_IDS[0] += 1
+                choices.append(_CHOICE_IDS[0])
             entry, pending_menu = None, True
             continue
         elif line in ("endmenu", "endchoice"):
             kind = "menu" if line == "endmenu" else "choice"
             while stack and stack.pop()[0] != kind:
                 pass
+            if kind == "choice" and choices:
+                choices.pop()
         elif m := re.match(r"^(?:menu)?config\s+(\w+)$", line):
-            entry = Definition(str(path.relative_to(tree)), list(here), [])
+            entry = Definition(str(path.relative_to(tree)), list(here), [], choice=choices[-1] if choices else None)
             out.setdefault(m[1], []).append(entry)
+        elif entry is not None and _attribute(entry, line):
+            continue
         elif line.startswith("depends on"):
             expr = line.removeprefix("depends on").strip()
             if pending_menu and stack:
@@ -164,16 +188,49 @@ def _walk(tree: Path, srcarch: str, path: Path, conds: list[str], out: dict, see
         pending_menu = pending_menu and not re.match(r"^(config|menuconfig|if|source|comment)\b", line)
 
 
+_TYPE = re.compile(r"^(bool|tristate|int|hex|string|def_bool|def_tristate)\b\s*(.*)$")
+_CHOICE_IDS = [0]
+
+
+def _attribute(entry: Definition, line: str) -> bool:
+    """One attribute line of a config entry (type, prompt, default, select);
+    False for anything else (depends on and block keywords are the walker's)."""
+    if m := _TYPE.match(line):
+        kind, rest = m[1], m[2].strip()
+        entry.kind = kind.removeprefix("def_")
+        if kind.startswith("def_"):
+            entry.defaults.append(_split_if(rest))
+        elif rest.startswith('"'):
+            entry.prompt = True
+        return True
+    if line.startswith("prompt "):
+        entry.prompt = True
+        return True
+    if line.startswith("default "):
+        entry.defaults.append(_split_if(line[len("default "):]))
+        return True
+    if m := re.match(r"^(select|imply)\s+(.*)$", line):
+        target, cond = _split_if(m[2])
+        entry.selects.append((target, cond, m[1] == "imply"))
+        return True
+    return False
+
+
 _TREE_CACHE: dict[tuple[str, str], dict[str, list[Definition]]] = {}
 
 
-def definitions(symbol: str, tree: Path, srcarch: str) -> list[Definition]:
+def all_definitions(tree: Path, srcarch: str) -> dict[str, list[Definition]]:
+    """Every symbol's entries in the tree's Kconfig files for arch/<srcarch>, read once."""
     key = (str(tree), srcarch)
     if key not in _TREE_CACHE:
         out: dict[str, list[Definition]] = {}
         _walk(tree, srcarch, tree / "Kconfig", [], out, set())
         _TREE_CACHE[key] = out
-    return _TREE_CACHE[key].get(symbol, [])
+    return _TREE_CACHE[key]
+
+
+def definitions(symbol: str, tree: Path, srcarch: str) -> list[Definition]:
+    return all_definitions(tree, srcarch).get(symbol, [])
 
 
 def _unmet(expr: str, config: dict[str, str]) -> str:

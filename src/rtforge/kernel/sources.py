@@ -9,11 +9,12 @@ Specs (``rtforge kernel build --source SPEC``):
                      a tag or a full commit hash; default: the remote's HEAD
     tar:PATH|URL     a .tar, .tar.gz, .tar.xz (.bz2, .zst) release tarball
     dir:PATH         a tree on disk, used in place and never written to
-    debian[:X.Y|:latest]  Debian's linux-source-X.Y from any Debian suite
-                     (bookworm ... sid), downloaded and verified by apt into
-                     the cache (debian.py), or the installed one; :latest the
-                     newest series any suite offers; no version: the newest
-                     installed, else latest
+    debian[:X.Y[=VERSION]|:latest]  Debian's linux-source-X.Y from any Debian
+                     suite (bookworm ... sid), downloaded and verified by apt
+                     into the cache (debian.py), or the installed one; =VERSION
+                     exactly that package version (what `--match` asks for);
+                     :latest the newest series any suite offers; no version:
+                     the newest installed, else latest
 
 Every tree except dir: is extracted or checked out once into
 cache_dir()/kernel/src/<key>/ (layout: fetch.py) and reused; the tree is
@@ -98,6 +99,8 @@ class SourceSpec:
             return "rpi" + (f":{self.ref}" if self.ref else "")
         if self.kind == "git":
             return f"git:{self.location}" + (f"@{self.ref}" if self.ref else "")
+        if self.kind == "debian" and self.ref:
+            return f"debian:{self.location}={self.ref}"
         return self.kind + (f":{self.location}" if self.location else "")
 
 
@@ -142,9 +145,12 @@ def parse_source_spec(text: str) -> SourceSpec:
     if kind == "rpi":
         return SourceSpec("rpi", "", rest or None)
     if kind == "debian":
-        if sep and not re.fullmatch(r"\d+\.\d+|latest", rest):
-            raise UserError(f"'{text}': the Debian source is debian, debian:X.Y (e.g. debian:6.12) or debian:latest")
-        return SourceSpec("debian", rest)
+        series, eq, version = rest.partition("=")
+        if sep and not (re.fullmatch(r"\d+\.\d+|latest", series) and
+                        (not eq or (series != "latest" and re.fullmatch(r"[0-9][A-Za-z0-9.+~:-]*", version)))):
+            raise UserError(f"'{text}': the Debian source is debian, debian:X.Y (e.g. debian:6.12), "
+                            f"debian:X.Y=VERSION (one package version, e.g. debian:6.12=6.12.117-1) or debian:latest")
+        return SourceSpec("debian", series, version or None)
     if kind in ("git", "tar", "dir"):
         if not rest:
             example = {"git": "git:https://host/linux.git@v6.12", "tar": "tar:linux-6.12.tar.xz",
@@ -251,12 +257,12 @@ def _tar(spec: SourceSpec, progress: Progress) -> KernelSource:
 
 
 def _debian(spec: SourceSpec, progress: Progress) -> KernelSource:
-    src = debian.resolve(spec.location or None, progress)
+    src = debian.resolve(spec.location or None, progress, version=spec.ref)
     key = fetch.safe_name(f"debian-{src.package}-{src.version}")
     source_id = f"debian:{src.package}={src.version}"
     origin = str(src.tarball) if src.origin == "installed" else f"{src.package} {src.version} ({src.origin})"
     tree = _extract_once(key, src.tarball, source_id, origin, progress)
-    return _make_source(SourceSpec("debian", src.series), tree, source_id, key, origin)
+    return _make_source(SourceSpec("debian", src.series, spec.ref), tree, source_id, key, origin)
 
 
 def _dir_identity(tree: Path) -> str:

@@ -38,3 +38,8 @@ def test_the_table_shows_the_share_of_ccache_hits_and_failures():
     lines = text.splitlines()
     assert "| 100 (90%) |" in lines[2] and "| 100 |" in lines[3]       # no counts (older rows): no share
     assert "failed: out of disk" in lines[4]
+
+
+def test_the_table_shows_the_page_size_the_guest_got():
+    lines = pi_matrix.table([row("pi5", "virt (stand-in)", page_size=16384), row("pi1", "raspi0")]).splitlines()
+    assert "| 16K |" in lines[2] and "| ? |" in lines[3]        # rows from before the column: unknown
