@@ -45,11 +45,12 @@ def snapshot(root: Path) -> dict[str, str]:
 
 @pytest.fixture
 def pi(sshd, tmp_path, pi_root):
-    def make(behaviour="boots", realtime=False, version=RT_VERSION, user="board", damage: bytes | None = None):
+    def make(behaviour="boots", realtime=False, version=RT_VERSION, user="board", damage: bytes | None = None,
+             kernel_config: str | None = None):
         root = pi_root
         kernels = make_pi4_tree(root)
         bundle_dir, sha = make_bundle(tmp_path / "bundle", RT)
-        kernels[sha] = SimKernel(RT, version, behaviour, realtime)
+        kernels[sha] = SimKernel(RT, version, behaviour, realtime, config=kernel_config)
         t = FlakyLink(user, ssh_config=sshd.ssh_config, needle=damage) if damage else \
             SshTransport(user, ssh_config=sshd.ssh_config)
         board = SimulatedPi(t, root, kernels)
@@ -189,6 +190,23 @@ def test_kernel_that_is_not_rt_is_not_committed(pi):
     assert board.running == OLD.release
 
 
+def test_a_kernel_whose_configuration_says_it_is_not_rt_is_not_committed(pi):
+    """uname -v and /sys/kernel/realtime can say RT while the running
+    configuration does not (a reused .config, a marker put in by hand): the
+    configuration is the third witness, and it is believed."""
+    board, bundle, root = pi(realtime=True, kernel_config="CONFIG_SMP=y\n# CONFIG_PREEMPT_RT is not set\n")
+    original = config(root)
+    result = deploy_pi(board, bundle)
+    assert not result.ok and result.state == "not-verified" and result.running == RT
+    assert "its configuration (/proc/config.gz) has # CONFIG_PREEMPT_RT is not set" in result.message
+    assert config(root) == original
+    rt = next(k for k in board.kernels.values() if k.release == RT)
+    rt.config = "CONFIG_SMP=y\nCONFIG_PREEMPT_RT=y\n"  # the same kernel, built with full RT
+    board.power_cycle()  # back on the old kernel, whose modules folder is not this one's
+    result = deploy_pi(board, bundle)
+    assert result.ok, result.message
+
+
 @pytest.mark.slow
 def test_firmware_without_tryboot_needs_no_try(pi):
     board, bundle, root = pi(realtime=True)
@@ -242,3 +260,50 @@ def test_kernels_list_remove_and_rollback(pi, tmp_path):
     assert pikernels.installed(board)[0] == []
     with pytest.raises(UserError, match=f"no rtforge kernel {RT} on board"):
         pikernels.remove(board, RT)
+
+
+def test_headers_go_in_with_the_kernel_through_the_boards_apt(sshd, tmp_path, pi_root, capsys):
+    """--headers: the bundle's linux-headers package is installed by the
+    board's real apt and dpkg (the tree's own: tests/support/aptrepo.py), in
+    the same try: a kernel that does not come back takes its headers with it."""
+    import subprocess
+
+    from rtforge.cli import main
+
+    from ..support.aptrepo import host_state, make_apt_tree
+
+    pkg = tmp_path / "hdr"
+    (pkg / "DEBIAN").mkdir(parents=True)
+    (pkg / f"usr/src/linux-headers-{RT}").mkdir(parents=True)
+    (pkg / f"usr/src/linux-headers-{RT}/Module.symvers").write_text("0x12345678\tprintk\tvmlinux\tEXPORT_SYMBOL\n")
+    (pkg / "DEBIAN/control").write_text(f"Package: linux-headers-{RT}\nVersion: {RT}-1\nArchitecture: arm64\n"
+                                        "Maintainer: rtforge tests <tests@rtforge.invalid>\n"
+                                        "Description: stand-in for Kbuild's headers package\n")
+    deb = tmp_path / f"linux-headers-{RT}_{RT}-1_arm64.deb"
+    subprocess.run(["dpkg-deb", "--root-owner-group", "-b", str(pkg), str(deb)], check=True, capture_output=True)
+    before = host_state(RT)
+    kernels = make_pi4_tree(pi_root)
+    make_apt_tree(pi_root, "http://127.0.0.1:9/")  # nothing is fetched: the package is the bundle's
+    bundle_dir, sha = make_bundle(tmp_path / "bundle", RT, headers=deb)
+    kernels[sha] = SimKernel(RT, RT_VERSION, "panics", realtime=True)  # the firmware falls back
+    board = SimulatedPi(SshTransport("board", ssh_config=sshd.ssh_config), pi_root, kernels)
+
+    def status() -> str:
+        return subprocess.run(["dpkg-query", f"--root={pi_root}", "-W", "-f", "${Status}", f"linux-headers-{RT}"],
+                              capture_output=True, text=True).stdout
+
+    steps: list[str] = []
+    result = deploy_pi(board, open_bundle(bundle_dir), headers=True, on_step=steps.append)
+    assert not result.ok and "install the headers" in steps
+    assert status() in ("", "unknown ok not-installed", "deinstall ok config-files")  # undone with the kernel
+    kernels[sha].behaviour = "boots"
+    result = deploy_pi(board, open_bundle(bundle_dir), headers=True)
+    assert result.ok, result.message
+    assert status() == "install ok installed"
+    assert (pi_root / f"usr/src/linux-headers-{RT}/Module.symvers").is_file()
+    assert host_state(RT) == before  # this machine's dpkg knows nothing of it
+    # a bundle without headers is refused before the board is reached, with the build's reason
+    plain, _ = make_bundle(tmp_path / "plain", "6.12.9-rt1-rtforge")
+    assert main(["deploy", "nowhere.invalid", str(plain), "--headers"]) == 2
+    err = capsys.readouterr().err
+    assert "has no headers package" in err and "deploy without --headers" in err

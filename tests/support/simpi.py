@@ -23,6 +23,7 @@ behaves: boots, hangs or panics (and which command-line words make it panic).
 from __future__ import annotations
 
 import dataclasses
+import gzip
 import hashlib
 import uuid
 from dataclasses import dataclass
@@ -153,6 +154,7 @@ class SimKernel:
     behaviour: str = "boots"       # boots | hangs | panics
     realtime: bool = False         # has /sys/kernel/realtime (RT-patched kernels)
     panics_with: tuple = ()        # command-line words this kernel panics with
+    config: str | None = None      # its /proc/config.gz (CONFIG_IKCONFIG_PROC), None: none
 
 
 OLD = SimKernel("6.6.51+rpt-rpi-v8", "#1 SMP PREEMPT Debian 1:6.6.51-1+rpt3 (2024-10-08)")
@@ -203,8 +205,10 @@ def make_pi4_tree(root: Path) -> dict[str, SimKernel]:
     return {hashlib.sha256(old_image).hexdigest(): OLD}
 
 
-def make_bundle(dest: Path, release: str = "6.12.0-rt5-rtforge", tag: str = "rt kernel") -> tuple[Path, str]:
-    """A bundle as `rtforge kernel build` makes one for pi4-64; returns (dir, image sha256)."""
+def make_bundle(dest: Path, release: str = "6.12.0-rt5-rtforge", tag: str = "rt kernel",
+                headers: Path | None = None) -> tuple[Path, str]:
+    """A bundle as `rtforge kernel build` makes one for pi4-64 (with a
+    linux-headers .deb: its headers/); returns (dir, image sha256)."""
     image = arm64_image(tag)
     files = {
         "boot/kernel8-rtforge.img": image,
@@ -214,12 +218,15 @@ def make_bundle(dest: Path, release: str = "6.12.0-rt5-rtforge", tag: str = "rt 
         f"lib/modules/{release}/modules.dep": b"",
         f"lib/modules/{release}/kernel/drivers/rtforge-test.ko": b"\x7fELF module",
     }
+    if headers is not None:
+        files[f"headers/{headers.name}"] = headers.read_bytes()
     for rel, data in files.items():
         (dest / rel).parent.mkdir(parents=True, exist_ok=True)
         (dest / rel).write_bytes(data)
+    extra = {"headers": {"deb": f"headers/{headers.name}", "package": f"linux-headers-{release}"}} if headers else {}
     write_manifest(dest, board="pi4-64", arch="arm64", machines=["aarch64"],
                    models=["Raspberry Pi 4 Model B", "Raspberry Pi 400", "Raspberry Pi Compute Module 4"],
-                   kernelrelease=release, image="kernel8-rtforge.img", uname_v_marker="PREEMPT_RT")
+                   kernelrelease=release, image="kernel8-rtforge.img", uname_v_marker="PREEMPT_RT", **extra)
     return dest, hashlib.sha256(image).hexdigest()
 
 
@@ -258,6 +265,11 @@ class SimulatedPi(Device):
         elif rt.exists():
             rt.unlink()
         (self.tree / "proc/cmdline").write_text(cmdline + "\n")
+        proc_config = self.tree / "proc/config.gz"
+        if kernel.config is None:
+            proc_config.unlink(missing_ok=True)
+        else:
+            proc_config.write_bytes(gzip.compress(kernel.config.encode()))
         (self.tree / "proc/device-tree/chosen/bootloader/tryboot").write_bytes(int(tryboot).to_bytes(4, "big"))
 
     def power_cycle(self) -> None:

@@ -11,7 +11,7 @@ import typer
 from ..device import open_transport
 from ..device.deploy import pikernels
 from ..device.deploy.bundle import open_bundle
-from ..device.deploy.pibundle import deploy_pi
+from ..device.deploy.pibundle import deploy_pi, headers_deb
 from ..device.deploy.deb import deploy_grub, read_deb
 from ..device.deploy.official import PACKAGE as OFFICIAL_PACKAGE
 from ..device.deploy.official import deploy_official
@@ -83,6 +83,9 @@ def deploy(
     no_try: bool = typer.Option(
         False, "--no-try", help="Pi firmware without tryboot: change config.txt directly (no automatic fallback)"
     ),
+    headers: bool = typer.Option(
+        False, "--headers", help="also install the bundle's linux-headers package (for DKMS modules) with apt"
+    ),
     timeout: str = typer.Option("5m", "--timeout", metavar="DURATION",
                                 help="how long to wait for the board to come back (90s, 5m)"),
     ssh_config: Optional[Path] = SSH_CONFIG,
@@ -98,6 +101,9 @@ def deploy(
         raise UserError("--official installs Raspberry Pi's RT kernel package: give either --official or a bundle")
     if official and no_try:
         raise UserError("--official needs the firmware's tryboot: it is an experimental kernel, so it is tried once")
+    if headers and (official or bundle is None or bundle.suffix == ".deb"):
+        raise UserError("--headers installs the headers package of a bundle from `rtforge kernel build`; "
+                        "with a .deb, install its linux-headers .deb with apt")
     if official:
         board = open_board(host, ssh_config)
         try:
@@ -115,6 +121,12 @@ def deploy(
             board.t.close()
     else:
         b = open_bundle(bundle)
+        if headers:
+            try:
+                headers_deb(b)  # said before the board is reached
+            except UserError:
+                b.close()
+                raise
         board = open_board(host, ssh_config)
         if no_try:
             console.print(
@@ -122,7 +134,7 @@ def deploy(
                 "fall back by itself; keep a way to reach its SD card"
             )
         try:
-            result = deploy_pi(board, b, try_first=not no_try, timeout_s=timeout_s, **steps)
+            result = deploy_pi(board, b, try_first=not no_try, timeout_s=timeout_s, headers=headers, **steps)
         finally:
             board.t.close()
             b.close()

@@ -11,9 +11,12 @@ one round trip through a Transport:
                       5.3); a configuration saying otherwise counts against,
                       a missing one is said, not guessed
 
-A deploy's verify calls this after the reboot: a kernel whose uname -v says
-PREEMPT_RT while its configuration says PREEMPT_RT is not set is not the
-kernel that was built, and the deploy must fall back.
+The rule is the deploy's (device/deploy/manifest.kernel_problems): a
+deploy's verify holds the rebooted board to it with the same witnesses,
+read with the board's facts -- a kernel whose uname -v says PREEMPT_RT
+while its configuration says PREEMPT_RT is not set is not the kernel that
+was built, and the deploy falls back.  This module reads them for `kernel
+build --match` and for anyone asking of a running board.
 
     running_rt(transport, release=None, marker="PREEMPT_RT", root="") -> RtStatus
     judge(uname_v, realtime, config_text, config_from, marker, ...) -> RtStatus  (pure: no I/O)
@@ -21,8 +24,9 @@ kernel that was built, and the deploy must fall back.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
+
+from ..device.deploy.manifest import config_line, kernel_problems
 
 # $1 root; "@@name" before each fact.  The config is grepped on the board:
 # only its PREEMPT_RT lines come back.
@@ -66,33 +70,16 @@ class RtStatus:
         return f"{self.release} is not the RT kernel expected: " + "; ".join(self.problems)
 
 
-def _has_marker(uname_v: str, marker: str) -> bool:
-    tokens = uname_v.split()
-    if marker in tokens:
-        return True
-    # RT patches before 5.x: "#1 SMP PREEMPT RT Fri ..."
-    return marker in ("RT", "PREEMPT_RT") and any(a == "PREEMPT" and b == "RT" for a, b in zip(tokens, tokens[1:]))
-
-
 def judge(uname_v: str, realtime: str | None, config_text: str | None, config_from: str | None,
           marker: str = "PREEMPT_RT", release: str = "", expected_release: str | None = None) -> RtStatus:
-    """The verdict from the three witnesses (and the release, when one is expected)."""
-    problems, notes = [], []
-    if expected_release and release != expected_release:
-        problems.append(f"it runs {release}, not {expected_release}")
-    if not _has_marker(uname_v, marker):
-        problems.append(f"uname -v lacks {marker} ({uname_v})")
-    if realtime is not None and realtime != "1":
-        problems.append(f"/sys/kernel/realtime is {realtime}")
-    config_rt = None
-    if config_from is None:
-        notes.append("no /proc/config.gz or /boot/config-<release> to check its configuration against")
-    else:
-        lines = [line for line in (config_text or "").splitlines() if line.strip()]
-        on = [line for line in lines if re.fullmatch(r"CONFIG_PREEMPT_RT(_FULL)?=y", line)]
-        config_rt = on[0] if on else (lines[0] if lines else "no PREEMPT_RT line")
-        if not on:
-            problems.append(f"its configuration ({config_from}) has {config_rt}")
+    """The verdict from the three witnesses (and the release, when one is
+    expected), by the deploy's own rule (device/deploy/manifest.py)."""
+    lines = [line for line in (config_text or "").splitlines() if line.strip()]
+    problems = kernel_problems(marker, uname_v, realtime, release=expected_release, uname_r=release,
+                               config_from=config_from, config_rt=lines)
+    problems = [f"it runs {release}, not {expected_release}" if p.startswith("uname -r is ") else p for p in problems]
+    notes = [] if config_from else ["no /proc/config.gz or /boot/config-<release> to check its configuration against"]
+    config_rt = config_line(lines) if config_from else None
     return RtStatus(not problems, release, uname_v, realtime, config_from, config_rt, problems, notes, marker)
 
 

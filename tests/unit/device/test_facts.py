@@ -71,3 +71,25 @@ def test_what_a_target_sends_is_read_with_a_bound(tmp_path):
     with pytest.raises(UserError, match="sent more than 1 MiB"):
         t.run_to_file(["cat", "/dev/zero"], dest, limit=1 << 20, step="fetching the run")   # endless
     assert dest.stat().st_size <= 1 << 20
+
+
+def test_the_running_configuration_is_read_with_the_facts(tmp_path):
+    """/proc/config.gz first (gzip's own), else /boot/config-<uname -r>; only
+    the PREEMPT_RT lines come back, and a verify holds a kernel to them."""
+    import gzip
+
+    from rtforge.device.deploy.manifest import kernel_problems
+
+    (tmp_path / "proc").mkdir()
+    (tmp_path / "boot").mkdir()
+    (tmp_path / "boot" / f"config-{platform.release()}").write_text("CONFIG_X=y\nCONFIG_PREEMPT_RT=y\n")
+    f = read_facts(LocalTransport(), root=str(tmp_path))
+    assert (f.config_from, f.config_rt) == (f"/boot/config-{platform.release()}", ["CONFIG_PREEMPT_RT=y"])
+    (tmp_path / "proc" / "config.gz").write_bytes(gzip.compress(b"CONFIG_A=m\n# CONFIG_PREEMPT_RT is not set\n"))
+    f = read_facts(LocalTransport(), root=str(tmp_path))
+    assert (f.config_from, f.config_rt) == ("/proc/config.gz", ["# CONFIG_PREEMPT_RT is not set"])
+    rt_v = "#1 SMP PREEMPT_RT Tue"
+    assert kernel_problems("PREEMPT_RT", rt_v, None, config_from=f.config_from, config_rt=f.config_rt) == [
+        "its configuration (/proc/config.gz) has # CONFIG_PREEMPT_RT is not set"]
+    assert kernel_problems("PREEMPT_RT", rt_v, None, config_from=None, config_rt=[]) == []  # none read: not guessed
+    assert read_facts(LocalTransport(), root=str(tmp_path / "proc")).config_from is None

@@ -40,3 +40,11 @@ def test_an_installed_kernel_is_named_by_its_manifest():
     assert installed('{"kernelrelease": "6.12.0-rt5", "board": "pi4-64"}') == ("6.12.0-rt5", "pi4-64")
     assert installed('{"kernelrelease": "6.12.0-rt5"}') == ("6.12.0-rt5", "?")
     assert installed("[1]") is None and installed("{") is None and installed("{}") is None
+
+
+def test_the_old_two_word_marker_and_the_full_option_of_rt_before_5_3():
+    old = "#1 SMP PREEMPT RT Fri Jan 1"
+    assert kernel_problems("RT", old, 1, config_from="/boot/config-4.19.1-rt3",
+                           config_rt=["CONFIG_PREEMPT_RT_FULL=y"]) == []
+    assert kernel_problems("PREEMPT_RT", "#1 SMP PREEMPT Fri", None, config_from="/proc/config.gz", config_rt=[]) == [
+        "uname -v lacks PREEMPT_RT (#1 SMP PREEMPT Fri)", "its configuration (/proc/config.gz) has no PREEMPT_RT line"]

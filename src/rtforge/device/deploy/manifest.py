@@ -80,19 +80,44 @@ def fits(dt_model: str | None, pis: Sequence[str], models: Sequence[str] = ()) -
     return any(model.startswith(m) for m in models)
 
 
+def has_marker(uname_v: str, marker: str) -> bool:
+    """uname -v names the RT marker: a word of it, or the two words "PREEMPT RT"
+    of the RT patches before 5.x."""
+    tokens = uname_v.split()
+    return marker in tokens or (marker in ("RT", "PREEMPT_RT") and
+                                any(a == "PREEMPT" and b == "RT" for a, b in zip(tokens, tokens[1:])))
+
+
 def kernel_problems(marker: str | None, uname_v: str, realtime: int | str | None, *,
-                    release: str | None = None, uname_r: str | None = None) -> list[str]:
-    """What says a booted kernel is not the one described: uname -v without
+                    release: str | None = None, uname_r: str | None = None,
+                    config_from: str | None = None, config_rt: list[str] | None = None) -> list[str]:
+    """What says a booted kernel is not the one described -- the one rule for
+    a deploy's verify, the boot test and `kernel.rtcheck`: uname -v without
     the RT marker, /sys/kernel/realtime other than 1 (None: absent, as on
-    mainline), another uname -r (when a release is given)."""
+    mainline), another uname -r (when a release is given), and a running
+    configuration (when one was read: config_from) without
+    CONFIG_PREEMPT_RT=y (CONFIG_PREEMPT_RT_FULL=y before 5.3)."""
     problems = []
-    if marker and marker not in uname_v.split():
+    if marker and not has_marker(uname_v, marker):
         problems.append(f"uname -v lacks {marker} ({uname_v})")
     if realtime is not None and str(realtime) != "1":
         problems.append(f"/sys/kernel/realtime is {realtime}")
     if release is not None and uname_r != release:
         problems.append(f"uname -r is {uname_r}, not {release}")
+    if marker and config_from is not None and not rt_configured(config_rt or []):
+        problems.append(f"its configuration ({config_from}) has {config_line(config_rt or [])}")
     return problems
+
+
+def rt_configured(lines: list[str]) -> bool:
+    return any(re.fullmatch(r"CONFIG_PREEMPT_RT(_FULL)?=y", line.strip()) for line in lines)
+
+
+def config_line(lines: list[str]) -> str:
+    """The configuration's PREEMPT_RT line to show (=y first)."""
+    on = [line for line in lines if re.fullmatch(r"CONFIG_PREEMPT_RT(_FULL)?=y", line.strip())]
+    rest = [line for line in lines if line.strip()]
+    return (on or rest or ["no PREEMPT_RT line"])[0].strip()
 
 
 def installed(text: str) -> tuple[str, str] | None:

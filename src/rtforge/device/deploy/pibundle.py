@@ -7,7 +7,8 @@ The bundle (from `rtforge kernel build`) goes through the try-once template
   upload   the bundle to STAGING/<release>, every sha256 checked against the manifest
   install  modules to /lib/modules/<release> (never the running kernel's), image,
            dtbs and overlays to <boot>/rtforge-<release>/ (used through os_prefix),
-           with cmdline.txt and the manifest (rtforge.json)
+           with cmdline.txt and the manifest (rtforge.json); with --headers the
+           bundle's linux-headers package through the board's apt (for DKMS)
   arm      tryboot.txt = config.txt + a block: os_prefix, kernel, arm_64bit
   verify   uname -r, the manifest's uname -v marker, /sys/kernel/realtime, the try flag
   commit   config.txt gets the block (after a backup).
@@ -30,18 +31,33 @@ from ..transport.facts import DeviceFacts
 from .tryonce import STAGING, DeployResult, Expect, try_once
 
 MARGIN_KB = 4096
+APT_TIMEOUT_S = 1800
 
 
 def prefix_for(release: str) -> str:
     return f"rtforge-{release}/"
 
 
+def headers_deb(bundle: Bundle) -> str:
+    """The bundle's headers package (its path in the bundle), or why there is none."""
+    h = bundle.manifest.get("headers") or {}
+    if not h.get("deb"):
+        why = h.get("why") or "it was built before rtforge made headers packages"
+        raise UserError(f"--headers: the bundle {bundle.release} has no headers package ({why}); "
+                        "deploy without --headers")
+    return str(h["deb"])
+
+
 class BundlePayload(PiPayload):
-    def __init__(self, bundle: Bundle):
+    def __init__(self, bundle: Bundle, headers: bool = False):
         super().__init__()
         self.bundle = bundle
         self.release = bundle.release
         self.expect = Expect(what=bundle.release, release=bundle.release, marker=bundle.marker)
+        # the headers package the build checked for this board (kernel/headers.py), when asked for
+        self.headers = headers_deb(bundle) if headers else None
+        if headers:
+            self.tools = (*self.tools, "apt-get", "dpkg")
 
     @property
     def t(self):
@@ -110,6 +126,14 @@ class BundlePayload(PiPayload):
         steps.run("install kernel", boot_files,
                   lambda: self.sh('rm -rf "$1"; [ ! -e "${1%/}.rtforge-old" ] || mv "${1%/}.rtforge-old" "$1"',
                                   pdir, step="cleanup"))
+        if self.headers:
+            # apt, not dpkg -i: it installs what the package depends on, and undoes cleanly
+            target, deb = self.mech.target, f"{self.staging()}/{self.headers}"
+            steps.run("install the headers",
+                      lambda: self.t.run(target.apt_get("install", "--no-install-recommends", deb), sudo=True,
+                                         check=True, step="install the headers", timeout=APT_TIMEOUT_S),
+                      lambda: self.t.run(target.apt_get("purge", f"linux-headers-{self.release}"), sudo=True,
+                                         timeout=900))
 
     def block_lines(self) -> list[str]:
         lines = [f"os_prefix={prefix_for(self.release)}", f"kernel={self.bundle.image}"]
@@ -140,8 +164,9 @@ class BundlePayload(PiPayload):
 
 def deploy_pi(target: Device, bundle: Bundle, *, try_first: bool = True, timeout_s: float = 300,
               on_step: Callable[[str], None] | None = None,
-              on_wait: Callable[[float], None] | None = None) -> DeployResult:
-    """Try a kernel bundle once on a Raspberry Pi; keep it when it verifies."""
-    return try_once(PiTryboot(target, BundlePayload(bundle), try_first=try_first, timeout_s=timeout_s,
+              on_wait: Callable[[float], None] | None = None, headers: bool = False) -> DeployResult:
+    """Try a kernel bundle once on a Raspberry Pi; keep it when it verifies
+    (with headers=True its linux-headers package is installed with it)."""
+    return try_once(PiTryboot(target, BundlePayload(bundle, headers), try_first=try_first, timeout_s=timeout_s,
                               on_step=on_step, on_wait=on_wait))
 

@@ -158,7 +158,8 @@ def verify(expect: Expect, after: DeviceFacts, tried: bool | None) -> tuple[bool
     if on_try and tried is False:
         problems.append("the boot was not the try")
     if expect.marker:
-        problems += kernel_problems(expect.marker, after.version, after.realtime)
+        problems += kernel_problems(expect.marker, after.version, after.realtime,
+                                    config_from=after.config_from, config_rt=after.config_rt)
     missing = [w for w in expect.cmdline_has if w not in after.cmdline.split()]
     if missing:
         problems.append(f"the kernel command line lacks {' '.join(missing)}")

@@ -59,6 +59,12 @@ rtforge_facts() {
   _s user; id -un
   _s panic; cat "$_R/proc/sys/kernel/panic" 2>/dev/null
   _s cmdline; cat "$_R/proc/cmdline" 2>/dev/null
+  _P='^(CONFIG_PREEMPT_RT(_FULL)?=|# CONFIG_PREEMPT_RT(_FULL)? is not set)'
+  if [ -r "$_R/proc/config.gz" ]; then
+    _s config; echo /proc/config.gz; gzip -dc "$_R/proc/config.gz" 2>/dev/null | grep -E "$_P"
+  elif [ -r "$_R/boot/config-$(uname -r)" ]; then
+    _s config; echo "/boot/config-$(uname -r)"; grep -E "$_P" "$_R/boot/config-$(uname -r)"
+  fi
   _s online; cat "$_R/sys/devices/system/cpu/online" 2>/dev/null
   _s allowed; sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/$$/status 2>/dev/null
   _s ncpus; getconf _NPROCESSORS_ONLN 2>/dev/null || nproc --all 2>/dev/null
@@ -69,7 +75,8 @@ rtforge_facts() {
 """
 SCRIPT = FUNCTION + 'rtforge_facts "$@"\nexit 0\n'
 NAMES = ("machine", "release", "version", "hostname", "model", "realtime", "os", "bootdir", "tryboot", "bootid",
-         "df_boot", "df_root", "grub", "uid", "user", "panic", "cmdline", "online", "allowed", "ncpus", "ssh", "tools")
+         "df_boot", "df_root", "grub", "uid", "user", "panic", "cmdline", "config", "online", "allowed", "ncpus", "ssh",
+         "tools")
 
 
 def uid_is_root(uid: str | int) -> bool:
@@ -95,6 +102,8 @@ class DeviceFacts:
     is_root: bool
     panic_s: int | None = None  # /proc/sys/kernel/panic: seconds until a panicked kernel resets (0: never)
     cmdline: str = ""           # /proc/cmdline: what this boot's kernel was given
+    config_from: str | None = None   # the running configuration read: /proc/config.gz or /boot/config-<release>
+    config_rt: list[str] = field(default_factory=list)  # its PREEMPT_RT lines (=y, or "is not set")
     # what a run's first contact needs besides (not part of `target info --json`)
     hostname: str = ""          # uname -n
     user: str = ""              # id -un
@@ -160,6 +169,8 @@ def from_blocks(v: dict[str, str]) -> DeviceFacts:
         is_root=uid_is_root(v.get("uid", "")),
         panic_s=int(v["panic"]) if v.get("panic", "").lstrip("-").isdigit() else None,
         cmdline=v.get("cmdline", ""),
+        config_from=(v["config"].splitlines() or [None])[0] if "config" in v else None,
+        config_rt=v["config"].splitlines()[1:] if "config" in v else [],
         hostname=v.get("hostname", ""),
         user=v.get("user", ""),
         online=v.get("online", ""),
