@@ -41,7 +41,6 @@ from tests.support.fleetboards import Rack  # noqa: E402
 from tests.support.procs import pids, proc_stat  # noqa: E402
 
 
-
 def children_cpu_s() -> float:
     c = resource.getrusage(resource.RUSAGE_CHILDREN)
     return c.ru_utime + c.ru_stime

@@ -30,7 +30,7 @@ import json
 import sys
 import time
 import traceback
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from rtforge.device.deploy.bundle import open_bundle
@@ -166,7 +166,7 @@ def main() -> int:
     if args.boards:
         every = load_boards()
         boards = [every[name] for name in args.boards.split(",")]  # in the order given
-    started = datetime.now(timezone.utc)
+    started = datetime.now(UTC)
     date = started.isoformat(timespec="seconds")
 
     def keep(rows: list[dict]) -> None:

@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import shutil
 import tomllib
+from collections.abc import Callable, Iterable
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Callable, Iterable
 
 from .errors import UserError
 

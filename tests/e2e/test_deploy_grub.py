@@ -12,9 +12,9 @@ import pytest
 
 from rtforge.cli import main
 from rtforge.device import SshTransport
-from rtforge.device.transport.device import Device
 from rtforge.device.deploy.deb import deploy_grub, read_deb
 from rtforge.device.deploy.grubtry import menu_entries
+from rtforge.device.transport.device import Device
 
 pytestmark = [pytest.mark.slow, pytest.mark.root, pytest.mark.guest]
 

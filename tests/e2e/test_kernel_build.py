@@ -17,11 +17,11 @@ import tarfile
 import pytest
 
 from rtforge.cli import main
+from rtforge.device.deploy.bundle import open_bundle
 from rtforge.kernel.build import BuildSpec, build_kernel
 from rtforge.kernel.kconfig import read_config
 from rtforge.report.verdict import report_warnings
 from rtforge.results.store import Store
-from rtforge.device.deploy.bundle import open_bundle
 
 pytestmark = [pytest.mark.root, pytest.mark.slow, pytest.mark.kernel]
 BOARD, SOURCE = "qemu-virt-arm64", "debian:6.12"

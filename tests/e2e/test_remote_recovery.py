@@ -18,8 +18,17 @@ from rtforge.measure.runner import busy_with
 from rtforge.measure.spec import LatencySpec
 from rtforge.results.store import Store
 
-from ..support.remoteboard import (RUNS, board_state, cli_env, pid_of, run_sessions, start_cli, tagged,
-                          wait_for, wait_gone)
+from ..support.remoteboard import (
+    RUNS,
+    board_state,
+    cli_env,
+    pid_of,
+    run_sessions,
+    start_cli,
+    tagged,
+    wait_for,
+    wait_gone,
+)
 
 pytestmark = pytest.mark.root
 

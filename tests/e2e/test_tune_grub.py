@@ -14,10 +14,10 @@ import pytest
 
 from rtforge.cli import main
 from rtforge.device import SshTransport
-from rtforge.device.tune import engine as tuning
 from rtforge.device.deploy.grubcmdline import DROPIN, TRY_ID, TRY_SCRIPT, TRY_TITLE, dropin_text, tune_grub_cmdline
-from rtforge.device.transport.device import Device
 from rtforge.device.state.tunestate import STATE_PATH
+from rtforge.device.transport.device import Device
+from rtforge.device.tune import engine as tuning
 
 pytestmark = [pytest.mark.slow, pytest.mark.root, pytest.mark.guest]
 

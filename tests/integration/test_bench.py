@@ -24,6 +24,7 @@ from rtforge.results.store import Store
 
 from ..support import procs
 from ..support.nqueens import A000170
+
 TMP = Path(os.environ.get("TMPDIR", "/tmp"))
 
 

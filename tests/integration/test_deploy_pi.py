@@ -17,13 +17,13 @@ from pathlib import Path
 
 import pytest
 
-from rtforge.errors import UserError
 from rtforge.device import ConnectionLost, SshTransport
-from rtforge.device.transport.transport import UploadDamaged
-from rtforge.device.firmware.bootcfg import DirFiles, resolve
 from rtforge.device.deploy.bundle import open_bundle
 from rtforge.device.deploy.pibundle import deploy_pi, prefix_for
 from rtforge.device.deploy.pitry import BLOCK_BEGIN
+from rtforge.device.firmware.bootcfg import DirFiles, resolve
+from rtforge.device.transport.transport import UploadDamaged
+from rtforge.errors import UserError
 
 from ..support.flakylink import FlakyLink
 from ..support.simpi import OLD, SimKernel, SimulatedPi, make_bundle, make_pi4_tree

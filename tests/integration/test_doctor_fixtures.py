@@ -14,9 +14,9 @@ import pytest
 
 from rtforge.cli import main
 from rtforge.device import LocalTransport
-from rtforge.device.transport.device import Device
 from rtforge.device.doctor.diagnose import diagnose
 from rtforge.device.doctor.findings import catalog
+from rtforge.device.transport.device import Device
 
 from ..support.simboard import SimKernel, copy_tree, remove_tree, sim_tools, write_file
 

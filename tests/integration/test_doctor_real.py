@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from rtforge.device import LocalTransport
-from rtforge.device.transport.device import Device
 from rtforge.device.doctor.diagnose import diagnose
+from rtforge.device.transport.device import Device
 
 
 def _read(path: str) -> str | None:

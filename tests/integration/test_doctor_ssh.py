@@ -12,8 +12,8 @@ import pytest
 
 from rtforge.cli import main
 from rtforge.device import LocalTransport
-from rtforge.device.transport.device import Device
 from rtforge.device.doctor.diagnose import diagnose
+from rtforge.device.transport.device import Device
 
 from ..support.simboard import copy_tree, remove_tree, tree_digest
 

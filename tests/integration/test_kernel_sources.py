@@ -17,15 +17,21 @@ from pathlib import Path
 
 import pytest
 
+from rtforge import paths
 from rtforge.cli import main
 from rtforge.errors import UserError
-from rtforge import paths
 from rtforge.kernel import fetch
 from rtforge.kernel.rtpatch import detect_rt
-from rtforge.kernel.sources import (ENV_RPI_GIT_URL, KernelVersion, SourceSpec, parse_source_spec, prepare_source,
-                                    read_kernel_version)
+from rtforge.kernel.sources import (
+    ENV_RPI_GIT_URL,
+    KernelVersion,
+    SourceSpec,
+    parse_source_spec,
+    prepare_source,
+    read_kernel_version,
+)
 
-from ..support.kernelsrc import SUBSET, NONCE, git, make_tarball, serve, subset_tree
+from ..support.kernelsrc import NONCE, SUBSET, git, make_tarball, serve, subset_tree
 
 pytestmark = pytest.mark.usefixtures("kernel_cache_cleanup")
 

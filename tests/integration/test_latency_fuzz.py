@@ -18,7 +18,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rtforge.cli import latency as latency_cli, main
+from rtforge.cli import latency as latency_cli
+from rtforge.cli import main
 from rtforge.measure import session
 
 pytestmark = pytest.mark.root

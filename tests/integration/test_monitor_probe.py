@@ -13,13 +13,12 @@ import shutil
 import signal
 import subprocess
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
-from rtforge.results.windows import (bucket_hi, bucket_index, bucket_lo, read_events, read_rollups, read_windows,
-                                     roll)
+from rtforge.results.windows import bucket_hi, bucket_index, bucket_lo, read_events, read_rollups, read_windows, roll
 
 pytestmark = pytest.mark.root
 
@@ -61,7 +60,7 @@ def test_windows_add_up_and_line_up_with_the_wall_clock(probe, tmp_path):
         assert a.end_ns == b.start_ns  # nothing between windows, nothing twice
     for w in ws[1:-1]:  # whole windows fall on whole seconds of the wall clock
         assert w.start_ns % S == 0 and w.end_ns - w.start_ns == S
-    for i, cpu in enumerate(cpus):  # every wake-up of each thread's 4 s, once
+    for i in range(len(cpus)):  # every wake-up of each thread's 4 s, once
         assert sum(w.cpus[i].count + w.cpus[i].overruns for w in ws) == pytest.approx(4 / 1e-3, abs=3)
     # the probe's hours and days are Python's rollup of its windows
     for kind in ("hour", "day"):
@@ -184,7 +183,7 @@ def test_storage_keeps_within_its_age_and_size(probe, tmp_path):
     (state / "evidence" / "2001-01-01T000000Z").mkdir(parents=True)
     (state / "evidence" / "2001-01-01T000000Z" / "spikes.csv").write_text("cpu,time_ns,lat_ns\n")
     (state / "windows" / "2001-01-01.jsonl").write_text("{}\n")             # older than --keep-days
-    recent = (datetime.now(timezone.utc) - timedelta(days=1)).strftime("%Y-%m-%d")
+    recent = (datetime.now(UTC) - timedelta(days=1)).strftime("%Y-%m-%d")
     (state / "windows" / f"{recent}.jsonl").write_bytes(b"x" * (2 << 20))  # young, but over the 1 MiB cap
     (state / "windows" / "notes.txt").write_text("mine\n")                  # not the monitor's: never removed
     assert soak(probe, state, "--max-mb", 1, "--keep-days", 7, seconds=2).returncode == 0
@@ -201,7 +200,7 @@ def test_a_link_in_the_folder_is_not_written_through(probe, tmp_path):
     state, outside = tmp_path / "mon", tmp_path / "outside.jsonl"
     outside.write_text("precious\n")
     (state / "windows").mkdir(parents=True)
-    today = datetime.now(timezone.utc).strftime("%Y-%m-%d")
+    today = datetime.now(UTC).strftime("%Y-%m-%d")
     os.symlink(outside, state / "windows" / f"{today}.jsonl")
     r = soak(probe, state, seconds=2)
     assert outside.read_text() == "precious\n"

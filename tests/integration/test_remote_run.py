@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from rtforge.cli import main
+from rtforge.device import SshTransport
 from rtforge.errors import UserError
 from rtforge.measure import loads as loads_mod
 from rtforge.measure.launch import start_run
@@ -23,7 +24,6 @@ from rtforge.measure.runner import runner_text
 from rtforge.measure.session import collect, follow
 from rtforge.measure.spec import LatencySpec
 from rtforge.results.store import Store
-from rtforge.device import SshTransport
 
 from ..support.remoteboard import RUNS, clean_board, run_sessions, session_members, wait_for, wait_gone
 

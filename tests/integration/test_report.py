@@ -162,7 +162,7 @@ def test_timeline_is_none_without_series(probe_run):
 
 def test_exceedance_matches_numpy_on_raw_samples(probe_run, samples):
     fig = plots.exceedance([probe_run])
-    for line, (cpu, raw) in zip(fig.axes[0].get_lines(), samples.items()):
+    for line, (_cpu, raw) in zip(fig.axes[0].get_lines(), samples.items()):
         x, y = line.get_xdata(), line.get_ydata()
         for xi, yi in zip(x[1::97], y[1::97]):  # x: bucket upper bounds (exclusive) in µs
             assert yi == pytest.approx(np.mean(raw >= round(xi * 1000)), abs=1e-12)

@@ -8,11 +8,11 @@ dry runs and application all run GNU patch on the real tree."""
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import io
 import json
 import lzma
-import gzip
 import shutil
 import subprocess
 import tarfile
@@ -23,8 +23,15 @@ import pytest
 from rtforge.cli import main
 from rtforge.errors import UserError
 from rtforge.kernel import fetch, rtpatch
-from rtforge.kernel.rtpatch import (ENV_RT_BASE_URL, detect_rt, index_names, list_rt_candidates, load_rt_patch,
-                                    prepare_rt_tree, rt_symbol_for)
+from rtforge.kernel.rtpatch import (
+    ENV_RT_BASE_URL,
+    detect_rt,
+    index_names,
+    list_rt_candidates,
+    load_rt_patch,
+    prepare_rt_tree,
+    rt_symbol_for,
+)
 from rtforge.kernel.sources import KernelVersion, prepare_source
 
 from ..support.kernelsrc import NONCE, serve, subset_tree

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from rtforge.errors import UserError
 from rtforge.device import CommandFailed, ConnectionLost, LocalTransport, SshTransport
 from rtforge.device.transport.transport import UploadDamaged
+from rtforge.errors import UserError
 
 from ..support.flakylink import FlakyLink
 from ..support.remoteboard import wait_for

@@ -217,9 +217,8 @@ def test_runner_restarts_rtla_after_each_analysis_up_to_the_limit(tmp_path):
 
 def test_runner_stops_rtla_with_sigint_and_does_not_restart(tmp_path):
     import subprocess
-    import time
-
     import sys
+    import time
 
     # Like rtla: set its own SIGINT handler (a background job starts with SIGINT ignored, which a
     # shell cannot trap, so the stand-in is Python), print on it.

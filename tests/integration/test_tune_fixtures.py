@@ -11,9 +11,9 @@ import pytest
 
 from rtforge.cli import main
 from rtforge.device import LocalTransport
-from rtforge.device.tune import engine as tuning
-from rtforge.device.transport.device import Device
 from rtforge.device.doctor.diagnose import diagnose
+from rtforge.device.transport.device import Device
+from rtforge.device.tune import engine as tuning
 
 from ..support.simboard import copy_tree, remove_tree, sim_tools, tree_digest
 

@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 
 from rtforge.cli import main
-from rtforge.device import LocalTransport
-from rtforge.device.tune import engine as tuning
-from rtforge.device.transport.device import Device
-from rtforge.device.doctor.diagnose import diagnose
 from rtforge.cpulist import parse_cpulist
+from rtforge.device import LocalTransport
+from rtforge.device.doctor.diagnose import diagnose
 from rtforge.device.state.tunestate import STATE_PATH
+from rtforge.device.transport.device import Device
+from rtforge.device.tune import engine as tuning
 
 pytestmark = pytest.mark.root
 

@@ -14,10 +14,10 @@ import pytest
 
 from rtforge.cli import main
 from rtforge.device import LocalTransport, SshTransport
-from rtforge.device.tune import engine as tuning
 from rtforge.device.deploy.grubcmdline import DROPIN, dropin_text
-from rtforge.device.transport.device import Device
 from rtforge.device.state.tunestate import STATE_PATH
+from rtforge.device.transport.device import Device
+from rtforge.device.tune import engine as tuning
 from rtforge.errors import UserError
 
 from ..support.simboard import copy_tree, remove_tree, tree_digest

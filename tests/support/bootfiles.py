@@ -8,6 +8,7 @@ from pathlib import Path
 
 from rtforge.device.deploy.manifest import write_manifest
 
+
 def arm64_image() -> bytes:
     """The 64-byte arm64 Image header (magic "ARM\\x64" at 0x38) and a body."""
     h = bytearray(64)

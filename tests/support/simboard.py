@@ -27,7 +27,7 @@ def copy_tree(name: str) -> Path:
     base.chmod(0o755)
     dest = base / name
     shutil.copytree(FIXTURES / name, dest, symlinks=True)
-    for dirpath, dirnames, filenames in os.walk(dest):
+    for dirpath, _dirnames, filenames in os.walk(dest):
         os.chmod(dirpath, 0o755)
         for f in filenames:
             p = Path(dirpath) / f

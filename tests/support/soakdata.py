@@ -7,6 +7,7 @@ so a drift of either shows."""
 from __future__ import annotations
 
 import json
+from datetime import UTC
 from pathlib import Path
 
 from rtforge.results.windows import bucket_index, encode_runs
@@ -35,9 +36,9 @@ def window(n: int, start_s: int, lat_ns: list[int], *, life: str = "aaaaaaaa-1",
 
 
 def write_windows(folder: Path, windows: list[dict]) -> None:
-    from datetime import datetime, timezone
+    from datetime import datetime
     for w in windows:
-        day = datetime.fromtimestamp(w["start_ns"] / S, tz=timezone.utc).strftime("%Y-%m-%d")
+        day = datetime.fromtimestamp(w["start_ns"] / S, tz=UTC).strftime("%Y-%m-%d")
         path = folder / "windows" / f"{day}.jsonl"
         path.parent.mkdir(parents=True, exist_ok=True)
         with path.open("a") as f:

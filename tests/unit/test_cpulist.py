@@ -9,8 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rtforge.cpulist import (NR_CPUS_MAX, CpuListError, format_cpulist, parse_cpulist, parse_cpumask, regions,
-                             split)
+from rtforge.cpulist import NR_CPUS_MAX, CpuListError, format_cpulist, parse_cpulist, parse_cpumask, regions, split
 
 
 @pytest.mark.parametrize("text, last, cpus", [

@@ -7,18 +7,18 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
+from ..device import board_host, open_transport
 from ..errors import UserError
 from ..measure.bench import DEFAULT_N, N_RANGE, BenchSpec, parse_threads, run_bench
 from ..results.bench import bench_show_dict, summarize_bench
 from ..results.model import RunResult
 from ..results.store import Store
-from ..device import board_host, open_transport
 from .common import HOST_OPTIONAL, RESULTS_DIR, SSH_CONFIG, LiveLine
 from .render import make_console
 
@@ -46,7 +46,7 @@ def _ops(v: float | None) -> str:
 
 @bench_app.command("cpu")
 def cpu(
-    host: Optional[str] = typer.Argument(
+    host: str | None = typer.Argument(
         None, help=HOST_OPTIONAL
     ),
     threads: str = typer.Option("1,all", "--threads", "-t", help="thread counts, e.g. 1,4; 'all' = every usable CPU"),
@@ -59,9 +59,9 @@ def cpu(
     stress_optional: bool = typer.Option(
         False, "--stress-optional", help="skip stress-ng with a warning when it is missing"
     ),
-    label: Optional[str] = typer.Option(None, "--label", help="a name for this run, e.g. 'RT 6.12'"),
-    results_dir: Optional[Path] = RESULTS_DIR,
-    ssh_config: Optional[Path] = SSH_CONFIG,
+    label: str | None = typer.Option(None, "--label", help="a name for this run, e.g. 'RT 6.12'"),
+    results_dir: Path | None = RESULTS_DIR,
+    ssh_config: Path | None = SSH_CONFIG,
     as_json: bool = typer.Option(False, "--json", help="print the result as JSON (as `show --json`)"),
 ) -> int:
     """N-queens solve time with 1 and all CPUs, and stress-ng bogo ops/s: stored as a run of kind bench."""

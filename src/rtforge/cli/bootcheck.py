@@ -7,9 +7,9 @@ from pathlib import Path
 
 import typer
 
-from ..errors import UserError
 from ..device.firmware.bootcfg import BootChoice, check, resolve
 from ..device.firmware.pimodels import pi_model, pi_models
+from ..errors import UserError
 
 app = typer.Typer()  # this module's commands (cli/__init__.py's LazyGroup loads them)
 

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
-from rich.progress import (BarColumn, DownloadColumn, MofNCompleteColumn, Progress as Bar, TextColumn,
-                           TimeElapsedColumn)
+from rich.progress import BarColumn, DownloadColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
+from rich.progress import Progress as Bar
 
+from ..measure import lifecycle
 from ..results.model import RunResult
 from ..results.stats import show_dict
-from ..measure import lifecycle
 from ..results.store import Store
 from .render import make_console, print_result, us
 

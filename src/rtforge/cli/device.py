@@ -4,17 +4,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Optional
 
 import typer
 
 from ..device import open_transport
 from ..device.deploy import pikernels
 from ..device.deploy.bundle import open_bundle
-from ..device.deploy.pibundle import deploy_pi, headers_deb
 from ..device.deploy.deb import deploy_grub, read_deb
 from ..device.deploy.official import PACKAGE as OFFICIAL_PACKAGE
 from ..device.deploy.official import deploy_official
+from ..device.deploy.pibundle import deploy_pi, headers_deb
 from ..device.transport.device import Device
 from ..errors import UserError
 from ..units import parse_timeout_s
@@ -37,8 +36,8 @@ def open_board(host: str | None, ssh_config: Path | None) -> Device:
 
 @target_app.command("info")
 def info(
-    host: Optional[str] = typer.Argument(None, help=HOST_HELP),
-    ssh_config: Optional[Path] = SSH_CONFIG,
+    host: str | None = typer.Argument(None, help=HOST_HELP),
+    ssh_config: Path | None = SSH_CONFIG,
     as_json: bool = typer.Option(False, "--json", help="print the facts as JSON"),
 ) -> None:
     """Model, arch, OS, boot partition, running kernel, preemption model, tryboot support."""
@@ -70,7 +69,7 @@ def info(
 @app.command()
 def deploy(
     host: str = typer.Argument(..., help=HOST_HELP),
-    bundle: Optional[Path] = typer.Argument(
+    bundle: Path | None = typer.Argument(
         None,
         help="a Pi bundle from `rtforge kernel build` (its dist directory "
         "or tarball), or a linux-image-<release>_*.deb for a GRUB board",
@@ -88,7 +87,7 @@ def deploy(
     ),
     timeout: str = typer.Option("5m", "--timeout", metavar="DURATION",
                                 help="how long to wait for the board to come back (90s, 5m)"),
-    ssh_config: Optional[Path] = SSH_CONFIG,
+    ssh_config: Path | None = SSH_CONFIG,
 ) -> int:
     """Install a kernel, boot it once (tryboot / grub-reboot), verify it is the RT kernel, then make it the default."""
     timeout_s = parse_timeout_s(timeout)
@@ -149,10 +148,10 @@ def deploy(
 @app.command()
 def kernels(
     host: str = typer.Argument(..., help=HOST_HELP),
-    remove: Optional[str] = typer.Option(
+    remove: str | None = typer.Option(
         None, "--remove", help="remove this rtforge kernel (not the running or default one)"
     ),
-    ssh_config: Optional[Path] = SSH_CONFIG,
+    ssh_config: Path | None = SSH_CONFIG,
     as_json: bool = typer.Option(False, "--json", help="print the list as JSON"),
 ) -> None:
     """The rtforge kernels (and Raspberry Pi's RT package) on a Pi: which is default, which is running."""
@@ -180,7 +179,7 @@ def kernels(
 @app.command()
 def rollback(
     host: str = typer.Argument(..., help=HOST_HELP),
-    ssh_config: Optional[Path] = SSH_CONFIG,
+    ssh_config: Path | None = SSH_CONFIG,
 ) -> None:
     """Restore the boot configuration from before the last deploy (takes effect at the next reboot)."""
     board = open_board(host, ssh_config)

@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.markup import escape
 
 from ..device import board_host
-from ..device.transport.device import Device
 from ..device.doctor.diagnose import DEFAULT_WINDOW_S, DoctorReport, diagnose
 from ..device.doctor.findings import SEVERITY_WORDS
+from ..device.transport.device import Device
 from ..errors import UserError
 from ..paths import resolved
 from .device import HOST_HELP, SSH_CONFIG, open_board
@@ -52,15 +51,15 @@ def host_arg(host: str | None) -> str:
 
 @app.command()
 def doctor(
-    host: Optional[str] = typer.Argument(None, help=HOST_HELP),
+    host: str | None = typer.Argument(None, help=HOST_HELP),
     as_json: bool = typer.Option(False, "--json", help="print the report as JSON"),
     window_s: float = typer.Option(DEFAULT_WINDOW_S, "--window-s",
                                    help="seconds over which threads' CPU use is measured (0: skip)"),
-    isolate: Optional[str] = typer.Option(None, "--isolate", metavar="CPUS",
+    isolate: str | None = typer.Option(None, "--isolate", metavar="CPUS",
                                           help="CPUs meant for RT work, checked like isolated ones (default: those "
                                                "isolated at boot or by rtforge tune)"),
-    sysroot: Optional[Path] = SYSROOT,
-    ssh_config: Optional[Path] = SSH_CONFIG,
+    sysroot: Path | None = SYSROOT,
+    ssh_config: Path | None = SSH_CONFIG,
 ) -> int:
     """What hurts latency here: each finding with its severity, the evidence read and the exact fix.
     A report: the exit status is 0 whatever it finds."""

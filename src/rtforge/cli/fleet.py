@@ -18,7 +18,6 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.live import Live as RichLive
@@ -58,32 +57,32 @@ def _load(source: str, limit: str | None) -> inventory.Inventory:
 @fleet_app.command("latency")
 def fleet_latency(
     source: str = INVENTORY,
-    duration: Optional[str] = typer.Option(None, "--duration", "-D", metavar="DURATION",
+    duration: str | None = typer.Option(None, "--duration", "-D", metavar="DURATION",
                                            help="how long each board measures (default 60s; rtforge_duration)"),
-    loops: Optional[str] = typer.Option(None, "--loops", "-l", metavar="INTEGER", help="wake-ups per CPU instead"),
-    interval_us: Optional[str] = typer.Option(None, "--interval-us", "-i", metavar="INTEGER",
+    loops: str | None = typer.Option(None, "--loops", "-l", metavar="INTEGER", help="wake-ups per CPU instead"),
+    interval_us: str | None = typer.Option(None, "--interval-us", "-i", metavar="INTEGER",
                                               help="wake-up period in µs (default 200)"),
-    priority: Optional[str] = typer.Option(None, "--priority", "-p", metavar="INTEGER", help="1-99 (default 90)"),
-    policy: Optional[str] = typer.Option(None, "--policy", metavar="fifo|rr", help="fifo (default) or rr"),
-    cpus: Optional[str] = typer.Option(None, "--cpus", "-c", metavar="CPUS", help="CPUs to measure (default all; "
+    priority: str | None = typer.Option(None, "--priority", "-p", metavar="INTEGER", help="1-99 (default 90)"),
+    policy: str | None = typer.Option(None, "--policy", metavar="fifo|rr", help="fifo (default) or rr"),
+    cpus: str | None = typer.Option(None, "--cpus", "-c", metavar="CPUS", help="CPUs to measure (default all; "
                                        "rtforge_cpus per board)"),
-    load: Optional[str] = typer.Option(None, "--load", "-L", metavar="LOADS", help="comma-separated loads "
+    load: str | None = typer.Option(None, "--load", "-L", metavar="LOADS", help="comma-separated loads "
                                        "(cpu, io, vm, net, hackbench, zero)"),
-    engine: Optional[str] = typer.Option(None, "--engine", "-e", metavar="probe|cyclictest", help="default probe"),
-    phase: Optional[str] = typer.Option(None, "--phase", metavar="together|spread", help="probe: default together"),
-    spike_us: Optional[str] = typer.Option(None, "--spike-us", metavar="INTEGER", help="log wake-ups later than this"),
-    histogram_us: Optional[str] = typer.Option(None, "--histogram-us", metavar="INTEGER",
+    engine: str | None = typer.Option(None, "--engine", "-e", metavar="probe|cyclictest", help="default probe"),
+    phase: str | None = typer.Option(None, "--phase", metavar="together|spread", help="probe: default together"),
+    spike_us: str | None = typer.Option(None, "--spike-us", metavar="INTEGER", help="log wake-ups later than this"),
+    histogram_us: str | None = typer.Option(None, "--histogram-us", metavar="INTEGER",
                                                help="cyclictest histogram range"),
-    settle_s: Optional[str] = typer.Option(None, "--settle-s", metavar="SECONDS", help="loads' start before measuring"),
+    settle_s: str | None = typer.Option(None, "--settle-s", metavar="SECONDS", help="loads' start before measuring"),
     trace: bool = typer.Option(False, "--trace", help="also record why spikes were late (rtla timerlat)"),
     install: bool = typer.Option(False, "--install", help="install missing tools on the boards with apt-get"),
-    label: Optional[str] = typer.Option(None, "--label", help="added to each run's label, after the board's "
+    label: str | None = typer.Option(None, "--label", help="added to each run's label, after the board's "
                                         "inventory name: 'pi-07 RT 6.12'"),
-    patience: Optional[str] = typer.Option(None, "--patience", metavar="DURATION", help="how long beyond a run's "
+    patience: str | None = typer.Option(None, "--patience", metavar="DURATION", help="how long beyond a run's "
                                            "own length to wait for a board (its start, a drop): default 5m; then "
                                            "its run goes on there alone"),
-    limit: Optional[str] = LIMIT, forks: Optional[int] = FORKS, retries: Optional[int] = RETRIES, new: bool = NEW,
-    results_dir: Optional[Path] = RESULTS_DIR, as_json: bool = FJSON,
+    limit: str | None = LIMIT, forks: int | None = FORKS, retries: int | None = RETRIES, new: bool = NEW,
+    results_dir: Path | None = RESULTS_DIR, as_json: bool = FJSON,
 ) -> int:
     """Measure wake-up latency on every board at once, each stored as a run labelled with its inventory name.
 
@@ -105,7 +104,7 @@ def fleet_latency(
 @fleet_app.command("deploy")
 def fleet_deploy(
     source: str = INVENTORY,
-    bundle: Optional[Path] = typer.Argument(None, help="a bundle from `rtforge kernel build` or a linux-image .deb, "
+    bundle: Path | None = typer.Argument(None, help="a bundle from `rtforge kernel build` or a linux-image .deb, "
                                             "for every board (default: each board's rtforge_bundle)"),
     official: bool = typer.Option(False, "--official", help="Raspberry Pi's own RT kernel package instead"),
     no_try: bool = typer.Option(False, "--no-try", help="firmware without tryboot (no automatic way back)"),
@@ -113,8 +112,8 @@ def fleet_deploy(
                                 "back"),
     serial: str = typer.Option("1,25%", "--serial", metavar="BATCHES", help="boards at a time, batch after batch: "
                                "one first, then a quarter of the fleet (Ansible's serial)"),
-    limit: Optional[str] = LIMIT, forks: Optional[int] = FORKS, retries: Optional[int] = RETRIES, new: bool = NEW,
-    results_dir: Optional[Path] = RESULTS_DIR, as_json: bool = FJSON,
+    limit: str | None = LIMIT, forks: int | None = FORKS, retries: int | None = RETRIES, new: bool = NEW,
+    results_dir: Path | None = RESULTS_DIR, as_json: bool = FJSON,
 ) -> int:
     """Install a kernel on every board, a few at a time; the first board whose kernel falls back stops it.
 
@@ -133,11 +132,11 @@ def fleet_deploy(
 @fleet_app.command("doctor")
 def fleet_doctor(
     source: str = INVENTORY,
-    window_s: Optional[float] = typer.Option(None, "--window-s", help="seconds over which threads' CPU use is "
+    window_s: float | None = typer.Option(None, "--window-s", help="seconds over which threads' CPU use is "
                                              "measured (0: skip)"),
-    isolate: Optional[str] = typer.Option(None, "--isolate", metavar="CPUS", help="CPUs meant for RT work"),
-    limit: Optional[str] = LIMIT, forks: Optional[int] = FORKS,
-    results_dir: Optional[Path] = RESULTS_DIR, as_json: bool = FJSON,
+    isolate: str | None = typer.Option(None, "--isolate", metavar="CPUS", help="CPUs meant for RT work"),
+    limit: str | None = LIMIT, forks: int | None = FORKS,
+    results_dir: Path | None = RESULTS_DIR, as_json: bool = FJSON,
 ) -> int:
     """What hurts latency on every board: the count of findings per board, each board's report kept for
     `rtforge fleet report`."""
@@ -152,8 +151,8 @@ def fleet_doctor(
 
 @fleet_app.command("fetch")
 def fleet_fetch(
-    source: str = INVENTORY, limit: Optional[str] = LIMIT, forks: Optional[int] = FORKS,
-    results_dir: Optional[Path] = RESULTS_DIR, as_json: bool = FJSON,
+    source: str = INVENTORY, limit: str | None = LIMIT, forks: int | None = FORKS,
+    results_dir: Path | None = RESULTS_DIR, as_json: bool = FJSON,
 ) -> int:
     """Bring every board's finished and partial runs into the store (and off the boards)."""
     _check_counts(forks, None)
@@ -166,9 +165,9 @@ def fleet_fetch(
 def fleet_report(
     source: str = INVENTORY,
     output: Path = typer.Option(..., "--output", "-o", metavar="FILE", help="the HTML file to write, e.g. fleet.html"),
-    cycle_time: Optional[str] = typer.Option(None, "--cycle-time", metavar="TIME", help="judge every board for this "
+    cycle_time: str | None = typer.Option(None, "--cycle-time", metavar="TIME", help="judge every board for this "
                                              "cycle (default: each board's rtforge_cycle_time)"),
-    limit: Optional[str] = LIMIT, results_dir: Optional[Path] = RESULTS_DIR,
+    limit: str | None = LIMIT, results_dir: Path | None = RESULTS_DIR,
 ) -> int:
     """One HTML page: a row per board (its verdict for its own cycle time, worst case, kernel, RT or not,
     last seen) and a section per board.  Reads the store and the fleet records: no board is contacted."""

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -49,14 +48,14 @@ def stated(kernel: str | None, preempt: str | None, load: str | None, priority: 
 def import_(
     file: Path = typer.Argument(..., help="cyclictest output: text (-h N -q, -H, -N, summary lines), --json file, "
                                           "or the time,core1,... CSV made from its histogram"),
-    label: Optional[str] = typer.Option(None, "--label", help="a name for this run, e.g. 'Pi 4 stock 4.19'"),
-    kernel: Optional[str] = typer.Option(None, "--kernel", help="the measured kernel's release (uname -r), when the "
+    label: str | None = typer.Option(None, "--label", help="a name for this run, e.g. 'Pi 4 stock 4.19'"),
+    kernel: str | None = typer.Option(None, "--kernel", help="the measured kernel's release (uname -r), when the "
                                          "file does not say it"),
-    preempt: Optional[str] = typer.Option(None, "--preempt", help=f"its preemption model: {', '.join(PREEMPT_MODELS)}"),
-    load: Optional[str] = typer.Option(None, "--load", help="the load it ran under, e.g. cpu,io,net, or none"),
-    priority: Optional[int] = typer.Option(None, "--priority", help="the measuring threads' priority (0: "
+    preempt: str | None = typer.Option(None, "--preempt", help=f"its preemption model: {', '.join(PREEMPT_MODELS)}"),
+    load: str | None = typer.Option(None, "--load", help="the load it ran under, e.g. cpu,io,net, or none"),
+    priority: int | None = typer.Option(None, "--priority", help="the measuring threads' priority (0: "
                                            "SCHED_OTHER), when the file does not say it", min=None),
-    results_dir: Optional[Path] = RESULTS_DIR,
+    results_dir: Path | None = RESULTS_DIR,
     as_json: bool = typer.Option(False, "--json", help="print the summary as JSON (as `show --json`)"),
 ) -> None:
     """Import a cyclictest output file as a run (the same file only once).

@@ -5,24 +5,23 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import List, Optional
 
 import typer
 from rich.console import Console
 from rich.text import Text
 
+from ..device import LocalTransport, SshTransport
+from ..device.deploy.bundle import open_bundle
+from ..errors import UserError
 from ..kernel.boards import FLAVOURS, get_board, load_boards
 from ..kernel.boottest import boot_test
 from ..kernel.build import BuildResult, BuildSpec, build_kernel
 from ..kernel.kdiff import report_lines
-from ..kernel.running import read_running
 from ..kernel.rtpatch import prepare_rt_tree
+from ..kernel.running import read_running
 from ..kernel.sources import SPEC_HELP, prepare_source
-from ..results.store import Store
-from ..device import LocalTransport, SshTransport
-from ..device.deploy.bundle import open_bundle
-from ..errors import UserError
 from ..paths import resolved
+from ..results.store import Store
 from ..units import parse_timeout_s
 from .common import RESULTS_DIR, LiveLine
 from .render import Col, fitted, make_console
@@ -71,8 +70,8 @@ def _emulated(b) -> str:
                          "in it (with --rt-patch: by patching a copy).  SPEC: " + SPEC_RICH + ".")
 def source(
     spec: str = typer.Argument(..., help=SPEC_RICH),
-    board: Optional[str] = typer.Option(None, "--board", "-b", help="check RT enablement for this board's arch"),
-    rt_patch: Optional[str] = typer.Option(None, "--rt-patch", help="PATH|URL|auto: an RT patch or series"),
+    board: str | None = typer.Option(None, "--board", "-b", help="check RT enablement for this board's arch"),
+    rt_patch: str | None = typer.Option(None, "--rt-patch", help="PATH|URL|auto: an RT patch or series"),
     as_json: bool = typer.Option(False, "--json", help="print the result as JSON"),
 ) -> None:
     b = get_board(board) if board else None
@@ -96,29 +95,29 @@ def source(
 @kernel_app.command()
 def build(
     board: str = typer.Option(..., "--board", "-b", help="board name (rtforge kernel boards)"),
-    source: Optional[str] = typer.Option(None, "--source", "-s", help=SPEC_RICH + " (default: the board's)"),
-    rt_patch: Optional[str] = typer.Option(
+    source: str | None = typer.Option(None, "--source", "-s", help=SPEC_RICH + " (default: the board's)"),
+    rt_patch: str | None = typer.Option(
         None, "--rt-patch", help="PATH|URL|auto: an RT patch or series, when the tree needs one"
     ),
     fragments: str = typer.Option(
         "latency", "--fragments", help="rtforge fragments on top of rt: latency, tracing (comma-separated, or none)"
     ),
-    user_fragment: List[Path] = typer.Option([], "-k", "--fragment", help="your own .config fragment (repeatable)"),
-    option: List[str] = typer.Option([], "-K", "--option", help="one option, e.g. CONFIG_NO_HZ_FULL=y (repeatable)"),
+    user_fragment: list[Path] = typer.Option([], "-k", "--fragment", help="your own .config fragment (repeatable)"),
+    option: list[str] = typer.Option([], "-K", "--option", help="one option, e.g. CONFIG_NO_HZ_FULL=y (repeatable)"),
     allow_dropped: bool = typer.Option(
         False, "--allow-dropped", help="build even when Kconfig dropped requested options"
     ),
     jobs: int = typer.Option(0, "--jobs", "-j", help="parallel jobs (default: all CPUs)"),
     dist: Path = typer.Option(Path("dist"), "--dist", help="where packages go"),
     no_debs: bool = typer.Option(False, "--no-debs", help="skip Kbuild's bindeb-pkg (and so the headers package)"),
-    match: Optional[str] = typer.Option(
+    match: str | None = typer.Option(
         None, "--match", metavar="HOST",
         help="start from the kernel HOST runs ('local': this machine): its source and its .config, plus RT; "
              "every option that differs is reported with why"),
-    sysroot: Optional[Path] = typer.Option(
+    sysroot: Path | None = typer.Option(
         None, "--sysroot", metavar="DIR", help="with --match: read HOST's files below DIR (a copy of a board's "
                                                "/proc, /boot and /var/lib/dpkg)"),
-    ssh_config: Optional[Path] = typer.Option(None, "--ssh-config", help="ssh config file (ssh -F) for --match"),
+    ssh_config: Path | None = typer.Option(None, "--ssh-config", help="ssh config file (ssh -F) for --match"),
     config_only: bool = typer.Option(False, "--config-only", help="configure and report, compile nothing"),
 ) -> None:
     """Fetch the source, enable PREEMPT_RT (patching if needed), verify the .config, build with Kbuild, package."""
@@ -218,16 +217,16 @@ def verify(bundle: Path = typer.Argument(..., help="a bundle directory, dist dir
 @kernel_app.command("boot-test")
 def boot_test_cmd(
     bundle: Path = typer.Argument(..., help="a bundle from rtforge kernel build"),
-    machine: Optional[str] = typer.Option(
+    machine: str | None = typer.Option(
         None, "--machine", "-M", help="only this QEMU machine (default: every one the board names)"
     ),
     timeout: str = typer.Option("5m", "--timeout", metavar="DURATION",
                                 help="how long to wait for the kernel to boot and report (5m)"),
     probe_s: int = typer.Option(3, "--probe-s", help="seconds of probe run inside QEMU"),
-    module: List[Path] = typer.Option([], "--module", metavar="FILE.ko",
+    module: list[Path] = typer.Option([], "--module", metavar="FILE.ko",
                                       help="load this module in the guest (repeatable): e.g. one built against "
                                            "the bundle's headers"),
-    results_dir: Optional[Path] = RESULTS_DIR,
+    results_dir: Path | None = RESULTS_DIR,
 ) -> int:
     """Boot the kernel on each emulated machine of its board: passes only if it runs as PREEMPT_RT; the
     probe's run is stored as emulated."""

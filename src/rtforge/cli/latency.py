@@ -14,21 +14,19 @@ from __future__ import annotations
 import sys
 from contextlib import nullcontext
 from pathlib import Path
-from typing import Optional
 
 import typer
 
+from ..device import board_host, open_transport
 from ..errors import UserError
 from ..measure import session
 from ..measure.launch import start_run
 from ..measure.loads import load_profiles, parse_loads
-from ..measure.spec import (PHASES, LatencySpec, available_cpus, parse_cpu_list, parse_duration, parse_int,
-                            parse_number)
+from ..measure.spec import PHASES, LatencySpec, available_cpus, parse_cpu_list, parse_duration, parse_int, parse_number
 from ..results.store import Store
-from ..device import board_host, open_transport
-from .runs import check_label
 from .common import HOST_OPTIONAL, JSON, POLL, RESULTS_DIR, SSH_CONFIG, LiveLine, err_console, hint, show_run
 from .render import make_console
+from .runs import check_label
 
 app = typer.Typer()  # this module's commands (cli/__init__.py's LazyGroup loads them)
 
@@ -77,43 +75,43 @@ def _notice(live: LiveLine, host: str):
 
 @app.command()
 def latency(
-    host: Optional[str] = typer.Argument(None, help=HOST_OPTIONAL),
-    duration: Optional[str] = typer.Option(None, "--duration", "-D", metavar="DURATION",
+    host: str | None = typer.Argument(None, help=HOST_OPTIONAL),
+    duration: str | None = typer.Option(None, "--duration", "-D", metavar="DURATION",
                                            help="how long: 90s, 10m, 2h, 1h30m, "
                                            "up to 100d (default 60s)"),
-    loops: Optional[str] = typer.Option(None, "--loops", "-l", metavar="INTEGER",
+    loops: str | None = typer.Option(None, "--loops", "-l", metavar="INTEGER",
                                         help="stop after this many wake-ups per CPU instead"),
     interval_us: str = typer.Option("200", "--interval-us", "-i", metavar="INTEGER",
                                     help="wake-up period in µs (10-10000000)"),
     priority: str = typer.Option("90", "--priority", "-p", metavar="INTEGER",
                                  help="SCHED_FIFO priority of the measuring threads (1-99)"),
     policy: str = typer.Option("fifo", "--policy", metavar="fifo|rr", help="fifo or rr"),
-    cpus: Optional[str] = typer.Option(None, "--cpus", "-c", metavar="CPUS",
+    cpus: str | None = typer.Option(None, "--cpus", "-c", metavar="CPUS",
                                        help="CPUs to measure, e.g. 0-3,6 (default: all)"),
-    load: Optional[str] = typer.Option(None, "--load", "-L", metavar="LOADS", help=LOAD_HELP),
-    label: Optional[str] = typer.Option(None, "--label", help="a name for this run, e.g. 'stock kernel'"),
+    load: str | None = typer.Option(None, "--load", "-L", metavar="LOADS", help=LOAD_HELP),
+    label: str | None = typer.Option(None, "--label", help="a name for this run, e.g. 'stock kernel'"),
     engine: str = typer.Option("probe", "--engine", "-e", metavar="probe|cyclictest",
                                help="probe (default) or cyclictest"),
     phase: str = typer.Option("together", "--phase", metavar="together|spread",
                               help=f"probe: {' or '.join(PHASES)} -- CPUs woken nearly "
                               "together as cyclictest's threads are (default), or spread evenly over the period"),
-    spike_us: Optional[str] = typer.Option(None, "--spike-us", metavar="INTEGER", help="log wake-ups later than this "
+    spike_us: str | None = typer.Option(None, "--spike-us", metavar="INTEGER", help="log wake-ups later than this "
                                            "(default: half the interval)"),
-    histogram_us: Optional[str] = typer.Option(None, "--histogram-us", metavar="INTEGER",
+    histogram_us: str | None = typer.Option(None, "--histogram-us", metavar="INTEGER",
                                                help="cyclictest histogram range, up to "
                                                "1000000 (default: 10 intervals, at least 1000)"),
-    settle_s: Optional[str] = typer.Option(None, "--settle-s", metavar="SECONDS",
+    settle_s: str | None = typer.Option(None, "--settle-s", metavar="SECONDS",
                                            help="seconds the loads get to start before "
                                            "measuring (default 3 with loads)"),
     trace: bool = typer.Option(False, "--trace", help="also record why spikes were late: rtla timerlat's "
                                "auto-analysis at the spike threshold (needs CONFIG_TIMERLAT_TRACER and rtla)"),
-    results_dir: Optional[Path] = RESULTS_DIR,
+    results_dir: Path | None = RESULTS_DIR,
     as_json: bool = JSON,
     detach: bool = typer.Option(False, "--detach", help="start the run and return at once (prints its id)"),
-    stop: Optional[str] = typer.Option(None, "--stop", metavar="RUN", help="end that run cleanly and store it"),
+    stop: str | None = typer.Option(None, "--stop", metavar="RUN", help="end that run cleanly and store it"),
     install: bool = typer.Option(False, "--install", help="HOST: install missing tools with apt-get (sudo)"),
-    ssh_config: Optional[Path] = SSH_CONFIG,
-    poll_s: Optional[str] = POLL,
+    ssh_config: Path | None = SSH_CONFIG,
+    poll_s: str | None = POLL,
 ) -> int:
     """Measure wake-up latency on this machine or on a board (HOST, over SSH), optionally under load.
 
@@ -179,11 +177,11 @@ def _plain_notice(host: str | None):
 def attach(
     first: str = typer.Argument(..., metavar="[HOST] RUN", help="the run's id (or a unique prefix); for a board: "
                                 "HOST first (USER@HOST, HOST or a Host alias of your ssh config)"),
-    second: Optional[str] = typer.Argument(None, hidden=True),
-    ssh_config: Optional[Path] = SSH_CONFIG,
-    results_dir: Optional[Path] = RESULTS_DIR,
+    second: str | None = typer.Argument(None, hidden=True),
+    ssh_config: Path | None = SSH_CONFIG,
+    results_dir: Path | None = RESULTS_DIR,
     as_json: bool = JSON,
-    poll_s: Optional[str] = POLL,
+    poll_s: str | None = POLL,
 ) -> int:
     """Follow a run again (live progress) and store it when it ends; Ctrl-C lets go of it again."""
     host, ref = (board_host(first), second) if second is not None else (None, first)

@@ -7,20 +7,19 @@ from __future__ import annotations
 
 import json
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import List, Optional
 
 import typer
 
 from .. import paths
+from ..device import LocalTransport, SshTransport
 from ..errors import UserError
 from ..results.monitorfolder import find_host
 from ..results.store import Store
 from ..results.trend import Rule
 from ..results.windows import Window, parse_window
 from ..units import format_span, parse_span_s, shown
-from ..device import LocalTransport, SshTransport
 from .common import HOST_OPTIONAL, RESULTS_DIR, SSH_CONFIG, err_console
 from .render import make_console
 
@@ -42,7 +41,7 @@ KEEP = typer.Option("14", "--keep-days", metavar="INTEGER", help="days of window
 CAP = typer.Option("100", "--max-mb", metavar="INTEGER", help="the folder's size cap in MiB")
 
 
-def _transport(host: Optional[str], ssh_config: Optional[Path]):
+def _transport(host: str | None, ssh_config: Path | None):
     if host is None or host == "local":
         if ssh_config is not None:
             raise UserError("--ssh-config is for a board: name it first, e.g. rtforge monitor start HOST "
@@ -51,7 +50,7 @@ def _transport(host: Optional[str], ssh_config: Optional[Path]):
     return SshTransport(host, ssh_config=ssh_config)
 
 
-def _default_state(host: Optional[str]) -> str:
+def _default_state(host: str | None) -> str:
     from ..monitor.spec import STATE_DIR, local_state_dir
     return str(local_state_dir()) if host in (None, "local") else STATE_DIR
 
@@ -69,7 +68,7 @@ def _spec(host, *, window, for_, interval_us, priority, cpus, alert_us, textfile
 
 
 def _utc(ns: int, fmt: str = "%H:%M:%S") -> str:
-    return datetime.fromtimestamp(ns / 1e9, tz=timezone.utc).strftime(fmt)
+    return datetime.fromtimestamp(ns / 1e9, tz=UTC).strftime(fmt)
 
 
 def window_line(w: Window) -> str:
@@ -112,13 +111,13 @@ def event_line(e: dict) -> str | None:
 
 @monitor_app.command("run")
 def run_cmd(
-    host: Optional[str] = typer.Argument(None, help=HOST_OPTIONAL),
+    host: str | None = typer.Argument(None, help=HOST_OPTIONAL),
     window: str = WINDOW,
-    for_: Optional[str] = typer.Option(None, "--for", metavar="DURATION", help="stop after this long, e.g. 30s, "
+    for_: str | None = typer.Option(None, "--for", metavar="DURATION", help="stop after this long, e.g. 30s, "
                                        "10m, 2h (default: until Ctrl-C)"),
-    interval_us: str = INTERVAL, priority: str = PRIORITY, cpus: Optional[str] = CPUS,
-    alert_us: Optional[str] = ALERT, textfile_dir: Optional[str] = TEXTFILE, state_dir: Optional[str] = STATE,
-    keep_days: str = KEEP, max_mb: str = CAP, ssh_config: Optional[Path] = SSH_CONFIG,
+    interval_us: str = INTERVAL, priority: str = PRIORITY, cpus: str | None = CPUS,
+    alert_us: str | None = ALERT, textfile_dir: str | None = TEXTFILE, state_dir: str | None = STATE,
+    keep_days: str = KEEP, max_mb: str = CAP, ssh_config: Path | None = SSH_CONFIG,
 ) -> int:
     """Measure in windows in the foreground: what the service runs; Ctrl-C ends it and keeps every window."""
     from ..monitor import live
@@ -155,10 +154,10 @@ def run_cmd(
 
 @monitor_app.command()
 def start(
-    host: Optional[str] = typer.Argument(None, help=HOST_OPTIONAL),
-    window: str = WINDOW, interval_us: str = INTERVAL, priority: str = PRIORITY, cpus: Optional[str] = CPUS,
-    alert_us: Optional[str] = ALERT, textfile_dir: Optional[str] = TEXTFILE, state_dir: Optional[str] = STATE,
-    keep_days: str = KEEP, max_mb: str = CAP, ssh_config: Optional[Path] = SSH_CONFIG,
+    host: str | None = typer.Argument(None, help=HOST_OPTIONAL),
+    window: str = WINDOW, interval_us: str = INTERVAL, priority: str = PRIORITY, cpus: str | None = CPUS,
+    alert_us: str | None = ALERT, textfile_dir: str | None = TEXTFILE, state_dir: str | None = STATE,
+    keep_days: str = KEEP, max_mb: str = CAP, ssh_config: Path | None = SSH_CONFIG,
 ) -> None:
     """Install the probe and rtforge-monitor.service, enable it at boot and start it."""
     from ..monitor import service
@@ -182,10 +181,10 @@ def start(
 
 @monitor_app.command()
 def stop(
-    host: Optional[str] = typer.Argument(None, help=HOST_OPTIONAL),
+    host: str | None = typer.Argument(None, help=HOST_OPTIONAL),
     uninstall: bool = typer.Option(False, "--uninstall", help="also remove the service and the probe "
                                    "(the windows stay)"),
-    ssh_config: Optional[Path] = SSH_CONFIG,
+    ssh_config: Path | None = SSH_CONFIG,
 ) -> None:
     """Stop and disable the service; its windows stay on the board for `monitor fetch`."""
     from ..monitor import service
@@ -227,8 +226,8 @@ def _status_doc(st, state_dir: str) -> dict:
 
 @monitor_app.command()
 def status(
-    host: Optional[str] = typer.Argument(None, help=HOST_OPTIONAL),
-    state_dir: Optional[str] = STATE, ssh_config: Optional[Path] = SSH_CONFIG,
+    host: str | None = typer.Argument(None, help=HOST_OPTIONAL),
+    state_dir: str | None = STATE, ssh_config: Path | None = SSH_CONFIG,
     as_json: bool = typer.Option(False, "--json", help="print the status as JSON"),
 ) -> None:
     """Running or not, since when, windows recorded, the last window's max, gaps, storage used."""
@@ -274,9 +273,9 @@ def status(
 
 @monitor_app.command()
 def fetch(
-    host: Optional[str] = typer.Argument(None, help=HOST_OPTIONAL),
-    state_dir: Optional[str] = STATE, ssh_config: Optional[Path] = SSH_CONFIG,
-    results_dir: Optional[Path] = RESULTS_DIR,
+    host: str | None = typer.Argument(None, help=HOST_OPTIONAL),
+    state_dir: str | None = STATE, ssh_config: Path | None = SSH_CONFIG,
+    results_dir: Path | None = RESULTS_DIR,
     as_json: bool = typer.Option(False, "--json", help="print what was fetched as JSON"),
 ) -> None:
     """Bring the monitor's windows, hours, days, events and evidence into the store (only what is new)."""
@@ -301,13 +300,13 @@ def fetch(
 
 @app.command()
 def trend(
-    host: List[str] = typer.Argument(..., help="board(s): the name `monitor fetch` stored, or the HOST fetched from"),
-    output: Optional[Path] = typer.Option(None, "--output", "-o", help="write the plot: .svg or .png"),
+    host: list[str] = typer.Argument(..., help="board(s): the name `monitor fetch` stored, or the HOST fetched from"),
+    output: Path | None = typer.Option(None, "--output", "-o", help="write the plot: .svg or .png"),
     min_span: str = typer.Option("30d", "--min-span", metavar="DURATION", help="the rule's days a kernel must run"),
     min_windows: str = typer.Option("8000", "--min-windows", metavar="INTEGER", help="the rule's windows"),
     margin_pct: str = typer.Option("10", "--margin-pct", metavar="INTEGER", help="the rule's tolerance: p99.99 and "
                                    "max at most this % above the kernel before"),
-    results_dir: Optional[Path] = RESULTS_DIR,
+    results_dir: Path | None = RESULTS_DIR,
     as_json: bool = typer.Option(False, "--json", help="print the kernels and the verdict as JSON"),
 ) -> int:
     """The long-term view (max per window over days, kernel changes marked) and the promotion rule's verdict."""

@@ -6,21 +6,19 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Optional
 
 import typer
 
+from ..device import board_host, open_transport
+from ..errors import UserError
 from ..measure.runner import NothingMeasured, Runner, list_runs, resolve_run
 from ..measure.session import collect
 from ..results.bench import bench_show_dict
 from ..results.model import RunResult
 from ..results.stats import show_dict
 from ..results.store import Store
-from ..device import board_host, open_transport
-from ..errors import UserError
 from .common import HOST_REQUIRED, RESULTS_DIR, SSH_CONFIG, err_console
 from .render import make_console, us
-
 
 app = typer.Typer()  # this module's commands (cli/__init__.py's LazyGroup loads them)
 
@@ -28,9 +26,9 @@ app = typer.Typer()  # this module's commands (cli/__init__.py's LazyGroup loads
 @app.command()
 def fetch(
     host: str = typer.Argument(..., help=HOST_REQUIRED.split(";")[0]),
-    run: Optional[str] = typer.Argument(None, help="run id (or a unique prefix); default: every run that ended"),
-    ssh_config: Optional[Path] = SSH_CONFIG,
-    results_dir: Optional[Path] = RESULTS_DIR,
+    run: str | None = typer.Argument(None, help="run id (or a unique prefix); default: every run that ended"),
+    ssh_config: Path | None = SSH_CONFIG,
+    results_dir: Path | None = RESULTS_DIR,
     as_json: bool = typer.Option(False, "--json", help="print the fetched runs' summaries as JSON"),
 ) -> int:
     """Bring finished and partial runs from a board into the store (and off the board)."""

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import List, Optional
 
 import typer
 
@@ -48,8 +47,8 @@ COMPARE_COLS = [Col("run", key=True), Col("kernel", drop=3, wrap=True, min_width
 
 @app.command()
 def compare(
-    runs: List[str] = typer.Argument(..., help="runs to compare; ratios are to the first"),
-    results_dir: Optional[Path] = RESULTS_DIR,
+    runs: list[str] = typer.Argument(..., help="runs to compare; ratios are to the first"),
+    results_dir: Path | None = RESULTS_DIR,
     as_json: bool = typer.Option(False, "--json", help="print the rows as JSON"),
 ) -> None:
     """Runs side by side: min, avg, p99, p99.99, max, wake-ups, load, kernel, preemption
@@ -110,14 +109,14 @@ CYCLE = typer.Option(None, "--cycle-time", "-C", metavar="DURATION",
 
 @app.command()
 def plot(
-    runs: List[str] = typer.Argument(..., help="run(s) to plot: id, unique id prefix, label or 'last'"),
+    runs: list[str] = typer.Argument(..., help="run(s) to plot: id, unique id prefix, label or 'last'"),
     kind: str = typer.Option("hist", "--kind", "-k", metavar="hist|timeline|cdf|compare",
                              help="hist (OSADL), timeline, cdf (exceedance) or compare"),
-    output: Optional[Path] = typer.Option(None, "--output", "-o", help="file to write; .svg or .png sets the format"),
-    fmt: Optional[str] = typer.Option(None, "--format", "-f", metavar="svg|png",
+    output: Path | None = typer.Option(None, "--output", "-o", help="file to write; .svg or .png sets the format"),
+    fmt: str | None = typer.Option(None, "--format", "-f", metavar="svg|png",
                                       help="svg or png (default: from the file name)"),
-    cycle_time: Optional[str] = CYCLE,
-    results_dir: Optional[Path] = RESULTS_DIR,
+    cycle_time: str | None = CYCLE,
+    results_dir: Path | None = RESULTS_DIR,
 ) -> None:
     """One plot of stored runs, as SVG or PNG."""
     if kind not in KINDS:
@@ -153,16 +152,16 @@ def plot(
 
 @app.command()
 def report(
-    runs: List[str] = typer.Argument(..., help="run(s) to report on, the first is the baseline: id, unique id "
+    runs: list[str] = typer.Argument(..., help="run(s) to report on, the first is the baseline: id, unique id "
                                      "prefix, label or 'last'"),
-    cycle_time: Optional[str] = CYCLE,
-    output: Optional[Path] = typer.Option(
+    cycle_time: str | None = CYCLE,
+    output: Path | None = typer.Option(
         None, "--output", "-o", help="file to write; .html or .md sets the format (default report.html)"
     ),
-    fmt: Optional[str] = typer.Option(None, "--format", "-f", metavar="html|md",
+    fmt: str | None = typer.Option(None, "--format", "-f", metavar="html|md",
                                       help="html (one self-contained file) or md "
                                       "(default: from the file name)"),
-    results_dir: Optional[Path] = RESULTS_DIR,
+    results_dir: Path | None = RESULTS_DIR,
 ) -> None:
     """A report with the verdict first, then systems, comparison, plots, telemetry and reproducers."""
     output = output or Path(f"report.{(fmt or 'html').lower()}")

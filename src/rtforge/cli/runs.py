@@ -6,20 +6,18 @@ import json
 import sys
 from dataclasses import replace
 from pathlib import Path
-from typing import List, Optional
 
 import typer
 from rich.table import Table
 
 from ..errors import UserError
 from ..results.bench import bench_show_dict
+from ..results.importers import MAX_LABEL
 from ..results.model import RunResult
 from ..results.stats import show_dict
-from ..results.importers import MAX_LABEL
 from .bench import print_bench_result
 from .common import RESULTS_DIR, RUN_HELP, settled_store
 from .render import Col, cell, clean, fitted, make_console, print_result, shown, us
-
 
 app = typer.Typer()  # this module's commands (cli/__init__.py's LazyGroup loads them)
 
@@ -33,7 +31,7 @@ RUNS_COLS = [Col("run", key=True), Col("label", drop=7, wrap=True, min_width=12)
 
 @app.command()
 def runs(
-    results_dir: Optional[Path] = RESULTS_DIR,
+    results_dir: Path | None = RESULTS_DIR,
     as_json: bool = typer.Option(False, "--json", help="print the index rows as JSON"),
     reindex: bool = typer.Option(False, "--reindex", help="rebuild the index from the run directories first"),
 ) -> None:
@@ -73,7 +71,7 @@ def runs(
 @app.command()
 def show(
     run: str = typer.Argument("last", help=RUN_HELP),
-    results_dir: Optional[Path] = RESULTS_DIR,
+    results_dir: Path | None = RESULTS_DIR,
     as_json: bool = typer.Option(False, "--json", help="print the summary as JSON"),
 ) -> None:
     """Per-CPU latency statistics of one stored run (a bench run: its solve times)."""
@@ -94,7 +92,7 @@ def show(
 def label_cmd(
     run: str = typer.Argument(..., help=RUN_HELP),
     label: str = typer.Argument(..., help="the new label ('' removes it)"),
-    results_dir: Optional[Path] = RESULTS_DIR,
+    results_dir: Path | None = RESULTS_DIR,
 ) -> None:
     """Give a stored run a label, by which commands can name it (`rtforge compare stock rt`)."""
     store = settled_store(results_dir)
@@ -114,9 +112,9 @@ def label_cmd(
 
 @app.command("delete")
 def delete_cmd(
-    runs: List[str] = typer.Argument(..., help=RUN_HELP + "; several may be given"),
+    runs: list[str] = typer.Argument(..., help=RUN_HELP + "; several may be given"),
     yes: bool = typer.Option(False, "--yes", "-y", help="delete without asking"),
-    results_dir: Optional[Path] = RESULTS_DIR,
+    results_dir: Path | None = RESULTS_DIR,
 ) -> None:
     """Delete stored runs, their files and their index rows."""
     store = settled_store(results_dir)

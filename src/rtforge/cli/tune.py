@@ -4,15 +4,14 @@ line, tried once at a reboot); --show, --revert, --dry-run."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.markup import escape
 
-from ..device.tune import engine as tuning
 from ..device.state.procparse import format_cpulist
-from ..device.tune.operations import OPERATIONS, operation_names
 from ..device.state.tunestate import STATE_PATH
+from ..device.tune import engine as tuning
+from ..device.tune.operations import OPERATIONS, operation_names
 from ..errors import UserError
 from .device import HOST_HELP, SSH_CONFIG
 from .doctor import SYSROOT, board_for, host_arg
@@ -26,20 +25,20 @@ OPS_HELP = "only these operations, comma-separated: " + ", ".join(operation_name
 
 @app.command()
 def tune(
-    host: Optional[str] = typer.Argument(None, help=HOST_HELP),
-    isolate: Optional[str] = typer.Option(None, "--isolate", metavar="CPUS",
+    host: str | None = typer.Argument(None, help=HOST_HELP),
+    isolate: str | None = typer.Option(None, "--isolate", metavar="CPUS",
                                           help="CPUs for RT work: interrupts are moved off them, and isolcpus=, "
                                                "nohz_full=, rcu_nocbs=, irqaffinity= go on the kernel command line "
                                                "(tried once at a reboot; default: the CPUs isolated at boot, and no "
                                                "command line change)"),
-    only: Optional[str] = typer.Option(None, "--only", metavar="OPS", help=OPS_HELP),
+    only: str | None = typer.Option(None, "--only", metavar="OPS", help=OPS_HELP),
     dry_run: bool = typer.Option(False, "--dry-run", help="print the plan, change nothing"),
     show: bool = typer.Option(False, "--show", help="what rtforge tune has applied, and whether it still is"),
     revert: bool = typer.Option(False, "--revert",
                                 help="restore exactly the values from before the first tune (the kernel command "
                                      "line: tried once, as it was applied)"),
-    sysroot: Optional[Path] = SYSROOT,
-    ssh_config: Optional[Path] = SSH_CONFIG,
+    sysroot: Path | None = SYSROOT,
+    ssh_config: Path | None = SSH_CONFIG,
 ) -> int:
     """Apply doctor's fixes (governor, IRQ affinity, RT throttling, Wi-Fi power save; with --isolate also the kernel
     command line); the values before are saved on the target, so --revert restores them exactly."""

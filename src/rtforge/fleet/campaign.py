@@ -22,7 +22,7 @@ import json
 import os
 import secrets
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -125,7 +125,7 @@ def open_campaign(store_root: Path, command: str, inventory: str, options: dict[
         same = [c for c in campaigns(store_root) if c.key == key]
         if same and same[-1].pending(hosts):
             return same[-1], True
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     cid = f"{command}-{now:%Y%m%d-%H%M%S}-{secrets.token_hex(2)}"
     folder = fleet_dir(store_root) / cid
     try:

@@ -15,9 +15,10 @@ from __future__ import annotations
 import re
 import shutil
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from ..device.deploy.bundle import open_bundle
 from ..device.transport.ssh import check_destination

@@ -20,9 +20,9 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
-from typing import Callable
 
 from .inventory import ansible_env
 

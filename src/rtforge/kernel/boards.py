@@ -72,7 +72,6 @@ API:
 from __future__ import annotations
 
 import difflib
-
 import re
 import shlex
 import tomllib

@@ -27,10 +27,10 @@ import re
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Callable
 
 from .. import paths, tools
 from ..device.deploy.bundle import Bundle
@@ -235,7 +235,7 @@ def _run_qemu(argv: list[str], console: Path, timeout_s: float,
 def _boot_one(bundle: Bundle, store: Store, q: dict, kernel: Path, initrd: Path, logs: Path, timeout_s: float,
               probe_s: int, progress, modules: list[str]) -> BootTest:
     name = q["machine"]
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     console = logs / f"{name}-{stamp}.log"
     argv = qemu_argv(bundle, q, kernel, initrd, probe_s)
     tick = (lambda s, line: progress(name, s, line)) if progress else None
@@ -292,7 +292,7 @@ def _store_run(bundle: Bundle, store: Store, q: dict, console: str) -> str | Non
     if "probe.json" not in files or not files["probe.json"].strip():
         return None
     machine = q["machine"]
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     result = RunResult(run_id=store.new_run_id(f"qemu-{machine}", now), engine="probe",
                        state="running", host=f"QEMU {machine}", start_time=now.isoformat(timespec="seconds"),
                        label=f"boot test {bundle.release} on {machine} (emulated)",

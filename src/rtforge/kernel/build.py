@@ -14,18 +14,18 @@ from __future__ import annotations
 import json
 import os
 import shlex
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from .. import tools
 from ..device.deploy.bundle import open_bundle
 from ..errors import UserError
 from .boards import Board, get_board
+from .debian import VersionNotOffered
 from .fetch import kernel_cache
 from .kbuild import FRAGMENTS, ConfigResult, configure, make_argv, run_make
 from .kconfig import parse_option, read_config
-from .debian import VersionNotOffered
 from .kdiff import Change, differences, report_lines
 from .match import MatchPlan, check_board, check_tree, fixups, plan_source
 from .package import package

@@ -33,13 +33,13 @@ import subprocess
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator, Optional
 
 from .. import paths
 from ..errors import UserError
 
-Progress = Optional[Callable[[str, Optional[int], Optional[int]], None]]
+Progress = Callable[[str, int | None, int | None], None] | None
 
 CHUNK = 1 << 20
 HTTP_TIMEOUT_S = 60

@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__
-from ..errors import UserError
 from ..device.deploy.manifest import rt_marker, write_manifest
+from ..errors import UserError
 from .boards import Board
 from .fetch import sha256_file
 from .headers import cannot_build, check_headers, headers_rule

@@ -412,7 +412,8 @@ def _apply(source: KernelSource, patch: RtPatch, arch: str, progress: Progress, 
                 try:
                     _patch(stage.root, f, strip, dry_run=False)
                 except _Failed as e:
-                    raise _Failed(f"{f.name} (patch {i + 1} of {len(patch.files)}): {e}" if patch.series else str(e))
+                    raise _Failed(f"{f.name} (patch {i + 1} of {len(patch.files)}): {e}" if patch.series
+                                  else str(e)) from None
             support = detect_rt(stage.root, arch)
             if not support.supported:
                 raise _Failed(f"applies, but does not enable PREEMPT_RT ({support.reason})")

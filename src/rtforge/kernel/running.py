@@ -171,7 +171,7 @@ def read_running(transport: Transport, root: str = "", host: str | None = None) 
                          timeout=120, step="reading the running kernel")
     if proc.returncode:
         raise UserError(f"could not read the running kernel of {where}: "
-                        f"{(proc.stderr.strip().splitlines() or ['exit status %d' % proc.returncode])[-1]}")
+                        f"{(proc.stderr.strip().splitlines() or [f'exit status {proc.returncode}'])[-1]}")
     files, commands = _blocks(proc.stdout)
     release = files.get("/proc/sys/kernel/osrelease", "").strip()
     if not release:

@@ -52,7 +52,7 @@ import shutil
 import subprocess
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from ..errors import UserError
@@ -282,7 +282,7 @@ def _dir_identity(tree: Path) -> str:
                 continue
             count += 1
             newest = max(newest, st.st_mtime)
-    stamp = datetime.fromtimestamp(newest, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    stamp = datetime.fromtimestamp(newest, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     return f"files:{count},newest:{stamp}"
 
 
@@ -365,7 +365,7 @@ def _git_checkout(url: str, commit: str, ref: str, into: Path, progress: Progres
     if rc != 0 and ref != commit:
         rc, lines = _fetch_ref(into, url, ref, progress)
     if rc != 0:
-        raise UserError(f"git fetch of {ref} from {url} failed: {(lines or ['exit status %d' % rc])[-1]}")
+        raise UserError(f"git fetch of {ref} from {url} failed: {(lines or [f'exit status {rc}'])[-1]}")
     report(progress, "git: checking out")
     fetch.run(["git", "-C", str(into), "-c", "advice.detachedHead=false", "checkout", "-q", "--detach", "FETCH_HEAD"],
               what="git checkout")
@@ -388,7 +388,7 @@ def _git(spec: SourceSpec, progress: Progress) -> KernelSource:
         if not last or _cached(f"git-{last['commit']}")[1] is None:
             raise UserError(f"cannot reach {url}: {e}") from None
         commit, branch = last["commit"], last["branch"]
-        when = datetime.fromtimestamp(last["time"], timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+        when = datetime.fromtimestamp(last["time"], UTC).strftime("%Y-%m-%d %H:%M UTC")
         notes = (f"could not reach {url} ({e}); using the cached {branch} at {commit[:12]} from {when}",)
     key = f"git-{commit}"
     source_id = f"git:{url}@{commit}"

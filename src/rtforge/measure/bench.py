@@ -26,15 +26,15 @@ from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
-from typing import Callable
+from datetime import UTC, datetime
 
+from ..device import Transport
 from ..errors import UserError
 from ..results.benchcollect import GROWTH_PER_N
 from ..results.model import RunResult
 from ..results.store import Store
-from ..device import Transport
 from .engines import EngineCommand
 from .launch import launch, prepare
 from .probebuild import build_probe, build_program
@@ -252,7 +252,7 @@ def run_bench(
     solver_local = build_program("nqueens", "nqueens", contact.machine, static=static)
     probe_local = build_probe(contact.machine, static=static)
 
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     run_id = store.new_run_id(contact.hostname, now)
     d = f"{target.base}/runs/{run_id}"
     steps = _plan(spec, threads, stress_version is not None)

@@ -23,24 +23,24 @@ import shutil
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Callable
 
+from ..device import ConnectionLost, Transport
 from ..errors import UserError
 from ..results.model import RunResult
 from ..results.store import Store
 from ..results.system import describe
-from ..device import ConnectionLost, Transport
+from . import trace as tracing
 from .engines import PRIVILEGE_HINT, EngineCommand, engine_command
+from .lifecycle import owner_of, runner_owner, runner_text
 from .loads import HOST_LOADS, HostFlood, check_privileges, deadline_for, load_commands
 from .probebuild import build_probe
-from .lifecycle import owner_of, runner_owner, runner_text
 from .runner import Runner, busy_with, held_signals
 from .spec import LatencySpec
 from .target import Contact, RunSite, check_tools, first_contact, make_target, target_loads, tools_for
-from . import trace as tracing
 
 START_TIMEOUT_S = 120.0
 BUSY_STATUS = 75
@@ -86,26 +86,7 @@ def launch(target: RunSite, contact: Contact, store: Store, result: RunResult, e
     try:
         on_step(f"copying the run to {t.name}:{d}" if not target.local else f"preparing the run in {d}")
         with tempfile.TemporaryDirectory(prefix="rtforge-stage-") as tmp:
-            stage = Path(tmp)
-            (stage / "raw" / "runner").mkdir(parents=True)
-            (stage / "loads").mkdir()
-            for name, source in {**files, "runner.sh": runner_text()}.items():
-                if isinstance(source, Path):
-                    shutil.copy(source, stage / name)
-                else:
-                    (stage / name).write_text(source)
-            (stage / "engine.cmd").write_text(f"{engine.name}\n{shlex.join(engine.argv)}\n")
-            if engine.monitor:
-                (stage / "monitor.cmd").write_text(shlex.join(engine.monitor) + "\n")
-            if engine.trace:
-                (stage / "trace.cmd").write_text(tracing.trace_cmd(engine.trace))
-            for name, cmd in loads:
-                (stage / "loads" / name).write_text(cmd + "\n")
-            (stage / "raw" / "runner" / "run.json").write_text(result.to_json())
-            # tar carries modes, of "." too: readable by the login, whoever owns it
-            executables = {n for n, s in files.items() if isinstance(s, Path) and os.access(s, os.X_OK)}
-            for path in (stage, *stage.rglob("*")):
-                path.chmod(0o755 if path.is_dir() or path.name in executables else 0o644)
+            stage = _stage(Path(tmp), result, engine, files, loads)
             t.put_verified(stage, d, sudo=run.sudo, step="copying the run")  # every file, checked there
         if check_rt:
             _check_privileges(target, run, probe_prefix, result)
@@ -157,6 +138,32 @@ def launch(target: RunSite, contact: Contact, store: Store, result: RunResult, e
                     shutil.rmtree(p, ignore_errors=True)
         raise
     return run
+
+
+def _stage(stage: Path, result: RunResult, engine: EngineCommand, files: dict[str, Path | str],
+           loads: list[tuple[str, str]]) -> Path:
+    """The run's folder as the runner reads it (measure/lifecycle.py's
+    RUNNER_INPUTS), written here before it is copied."""
+    (stage / "raw" / "runner").mkdir(parents=True)
+    (stage / "loads").mkdir()
+    for name, source in {**files, "runner.sh": runner_text()}.items():
+        if isinstance(source, Path):
+            shutil.copy(source, stage / name)
+        else:
+            (stage / name).write_text(source)
+    (stage / "engine.cmd").write_text(f"{engine.name}\n{shlex.join(engine.argv)}\n")
+    if engine.monitor:
+        (stage / "monitor.cmd").write_text(shlex.join(engine.monitor) + "\n")
+    if engine.trace:
+        (stage / "trace.cmd").write_text(tracing.trace_cmd(engine.trace))
+    for name, cmd in loads:
+        (stage / "loads" / name).write_text(cmd + "\n")
+    (stage / "raw" / "runner" / "run.json").write_text(result.to_json())
+    # tar carries modes, of "." too: readable by the login, whoever owns it
+    executables = {n for n, s in files.items() if isinstance(s, Path) and os.access(s, os.X_OK)}
+    for path in (stage, *stage.rglob("*")):
+        path.chmod(0o755 if path.is_dir() or path.name in executables else 0o644)
+    return stage
 
 
 def _ask_after_lost_start(run: Runner, lost, timeout_s: float):
@@ -256,7 +263,7 @@ def start_run(spec: LatencySpec, store: Store, transport: Transport | None = Non
     # a board's libraries may differ from ours: static for any board
     probe_local = build_probe(None if target.local and not machine else arch, static=None if target.local else True)
 
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     run_id = store.new_run_id(contact.hostname, now)
     d = f"{target.base}/runs/{run_id}"
     engine = engine_command(spec, f"{d}/rtprobe", f"{d}/raw", cpus, probe_prefix)

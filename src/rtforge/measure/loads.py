@@ -19,8 +19,8 @@ from functools import cache
 from importlib import resources
 
 from .. import procfs
-from ..errors import UserError
 from ..device import LocalTransport, Transport
+from ..errors import UserError
 from .spec import parse_load_names
 
 STOP_GRACE_S = 5.0      # SIGTERM, then SIGKILL (the runner's STOP_TENTHS too)

@@ -25,11 +25,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..device import ConnectionLost, LocalTransport, Transport
 from ..errors import UserError
 from ..results import rawfile
 from ..results.model import RunResult
 from ..results.store import Store
-from ..device import ConnectionLost, LocalTransport, Transport
 from . import lifecycle
 from .engines import ProgressReader
 from .lifecycle import FINAL_STATES, runner_text

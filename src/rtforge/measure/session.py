@@ -17,13 +17,13 @@ lets go of the run (LetGo), which goes on -- ending it is a deliberate
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
+from ..device import ConnectionLost, LocalTransport, Transport
 from ..errors import UserError
 from ..results.model import RunResult
 from ..results.store import Store
-from ..device import ConnectionLost, LocalTransport, Transport
 from .launch import Started, start_run
 from .loads import HostFlood
 from .runner import NothingMeasured, Poll, Runner, held_signals, resolve_run

@@ -10,14 +10,14 @@ is needed, and in the net load (a board is flooded from this host).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
+from ..device import ConnectionLost, LocalTransport, Transport
+from ..device.transport.facts import read_facts
 from ..errors import UserError
 from ..paths import resolved
 from ..results.store import Store
-from ..device import ConnectionLost, LocalTransport, Transport
-from ..device.transport.facts import read_facts
 from .loads import HOST_LOADS, tools_needed
 from .runner import BASE_DIR
 from .spec import parse_cpu_list

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..device import ConnectionLost, LocalTransport, Transport
 from ..errors import UserError
 from ..measure import trace as tracing
 from ..measure.probebuild import build_probe
-from ..device import ConnectionLost, LocalTransport, Transport
 from .spec import DEBIAN_TEXTFILE_DIR, PROGRAM, MonitorSpec
 
 _FACTS = r"""

@@ -18,10 +18,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..device import Transport
 from ..errors import UserError
 from ..results.monitorfolder import MonitorFolder, host_name, wanted
 from ..results.windows import read_events, read_windows
-from ..device import Transport
 
 _LIST = r"""
 cd "$1" 2>/dev/null || exit 3

@@ -17,15 +17,15 @@ import json
 import signal
 import subprocess
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
+from ..device import LocalTransport, Transport
 from ..errors import UserError
 from ..measure.probebuild import build_probe
 from ..measure.runner import BASE_DIR, busy_with, held_signals
 from ..results.schema import Damaged
 from ..results.windows import Window, parse_window
-from ..device import LocalTransport, Transport
 from . import board
 from .service import UNIT
 from .spec import MonitorSpec

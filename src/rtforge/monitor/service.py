@@ -13,9 +13,9 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+from ..device import LocalTransport, Transport
 from ..errors import UserError
 from ..measure.runner import BASE_DIR, busy_with
-from ..device import LocalTransport, Transport
 from . import board
 from .spec import DEBIAN_TEXTFILE_DIR, PROGRAM, STATE_DIR, MonitorSpec  # noqa: F401 (STATE_DIR: the CLI's default)
 

@@ -9,7 +9,7 @@ import os
 import shutil
 import stat
 import tempfile
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -18,13 +18,13 @@ import jinja2
 
 from .. import __version__, paths
 from ..errors import UserError
-from ..results.model import RunResult
 from ..results.display import known, loads_text, md_cell, md_code, md_text, priority_text, run_command
+from ..results.model import RunResult
 from ..results.stats import percentile_text, summarize_cpu, telemetry_summary
 from ..results.timerlat import spike_lines
+from ..units import format_ns
 from . import plots
 from .compare import compare_runs
-from ..units import format_ns
 from .verdict import report_warnings, verdict
 
 
@@ -104,7 +104,7 @@ def context(runs: list[RunResult], cycle_ns: int | None) -> dict[str, Any]:
     verdicts = [verdict(r, cycle_ns) for r in runs] if cycle_ns else []
     return {
         "title": "rtforge latency report",
-        "generated": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "generated": datetime.now(UTC).isoformat(timespec="seconds"),
         "version": __version__,
         "cycle": format_ns(cycle_ns) if cycle_ns else None,
         "verdicts": verdicts,

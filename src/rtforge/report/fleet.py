@@ -12,7 +12,7 @@ None) -- stored results and records only, never a live board.
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -77,7 +77,7 @@ def context(entries: list[Any], inventory: str, cycle_given: str | None) -> dict
     for r in rows:
         counts[r["status"]] = counts.get(r["status"], 0) + 1
     return {"title": "rtforge fleet report", "inventory": inventory, "rows": rows, "version": __version__,
-            "generated": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "generated": datetime.now(UTC).isoformat(timespec="seconds"),
             "counts": sorted(counts.items(), key=lambda kv: ORDER.get(kv[0], 9)), "cycle_given": cycle_given,
             "us": _us, "pct": percentile_text}
 

@@ -24,8 +24,20 @@ from ..results.display import run_command
 from ..results.hist import Histogram
 from ..results.model import RunResult
 from ..results.stats import merged_histogram, summarize_all
-from .plotting import (CYCLE, EMULATED_NOTE, Figure, color, cycle_label, fmt_us, inline_svg, number_ticks,  # noqa: F401
-                       plain, power_ticks, render, title)
+from .plotting import (  # noqa: F401
+    CYCLE,
+    EMULATED_NOTE,
+    Figure,
+    color,
+    cycle_label,
+    fmt_us,
+    inline_svg,
+    number_ticks,
+    plain,
+    power_ticks,
+    render,
+    title,
+)
 from .timeline import MAX_POINTS, timeline  # noqa: F401  (one place to import every plot from)
 
 MAX_BINS = 20_000       # x resolution of histogram plots

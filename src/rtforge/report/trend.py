@@ -19,7 +19,7 @@ from __future__ import annotations
 import html
 import textwrap
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
@@ -73,7 +73,7 @@ def _latency_ticks(axis) -> None:
 
 
 def _when(ns: int) -> datetime:
-    return datetime.fromtimestamp(ns / 1e9, tz=timezone.utc)
+    return datetime.fromtimestamp(ns / 1e9, tz=UTC)
 
 
 def _long_term(ax, t: HostTrend, colors: dict[str, str]) -> None:

@@ -150,7 +150,27 @@ def check_result(d: Any) -> None:
         raise Damaged(f"its run_id {_short(d['run_id'])} is not a run id (letters, digits, '.', '_', '+', '-')")
     for name, spec in (("config", CONFIG), ("system", SYSTEM)):
         _fields(name, d.get(name, {}), spec)
-    for i, c in enumerate(d.get("cpus", [])):
+    _check_cpus(d.get("cpus", []))
+    for name, spec in (("source", SOURCE), ("owner", OWNER), ("bench", BENCH)):
+        if d.get(name) is not None:
+            _fields(name, d[name], spec)
+    if d.get("owner") is not None and "pid" not in d["owner"]:
+        raise Damaged("owner lacks 'pid'")
+    _check_bench(d.get("bench") or {})
+    if d.get("trace") is not None:
+        _fields("trace", d["trace"], TRACE)
+        for i, sp in enumerate(d["trace"].get("spikes") or []):
+            _fields(f"trace.spikes[{i}]", sp, TRACE_SPIKE)
+            if "cpu" not in sp:
+                raise Damaged(f"trace.spikes[{i}] lacks 'cpu'")
+    if d.get("series") is not None:
+        _check_series(d["series"])
+    if d.get("telemetry") is not None:
+        _check_telemetry(d["telemetry"])
+
+
+def _check_cpus(cpus: list) -> None:
+    for i, c in enumerate(cpus):
         _fields(f"cpus[{i}]", c, CPU)
         for key in ("cpu", "count", "hist"):
             if key not in c:
@@ -160,12 +180,9 @@ def check_result(d: Any) -> None:
             raise Damaged(f"cpus[{i}].hist lacks 'buckets'")
         if sum(b[2] for b in c["hist"]["buckets"]) + c["hist"].get("overflow", 0) > INT_MAX:
             raise Damaged(f"cpus[{i}].hist holds more samples than any run can have")
-    for name, spec in (("source", SOURCE), ("owner", OWNER), ("bench", BENCH)):
-        if d.get(name) is not None:
-            _fields(name, d[name], spec)
-    if d.get("owner") is not None and "pid" not in d["owner"]:
-        raise Damaged("owner lacks 'pid'")
-    bench = d.get("bench") or {}
+
+
+def _check_bench(bench: dict) -> None:
     for i, e in enumerate(bench.get("nqueens") or []):
         _fields(f"bench.nqueens[{i}]", e, NQUEENS)
         for key in ("threads", "solutions"):
@@ -173,25 +190,21 @@ def check_result(d: Any) -> None:
                 raise Damaged(f"bench.nqueens[{i}] lacks '{key}'")
     if bench.get("stress_ng") is not None:
         _fields("bench.stress_ng", bench["stress_ng"], STRESS)
-    if d.get("trace") is not None:
-        _fields("trace", d["trace"], TRACE)
-        for i, sp in enumerate(d["trace"].get("spikes") or []):
-            _fields(f"trace.spikes[{i}]", sp, TRACE_SPIKE)
-            if "cpu" not in sp:
-                raise Damaged(f"trace.spikes[{i}] lacks 'cpu'")
-    if d.get("series") is not None:
-        s = d["series"]
-        _fields("series", s, SERIES)
-        t = s.get("t_s") or []
-        cols = [c for key in ("count", "max_ns", "overruns", "irqs") for c in s.get(key) or []]
-        cols += [s[key] for key in ("irq_thread_pct", "irq_thread_top", "irq_thread_top_pct") if s.get(key)]
-        _same_length("series", t, cols)
-        if len(s.get("max_ns") or []) != len(s.get("cpus") or []):
-            raise Damaged("series: max_ns does not have one column per CPU")
-    if d.get("telemetry") is not None:
-        tel = d["telemetry"]
-        _fields("telemetry", tel, TELEMETRY)
-        t = tel.get("t_s") or []
-        cols = [*(tel.get("temp_mc") or {}).values(), *(tel.get("freq_khz") or {}).values()]
-        cols += [c for c in (tel.get("throttled"), tel.get("load1")) if c]
-        _same_length("telemetry", t, cols)
+
+
+def _check_series(s: dict) -> None:
+    _fields("series", s, SERIES)
+    t = s.get("t_s") or []
+    cols = [c for key in ("count", "max_ns", "overruns", "irqs") for c in s.get(key) or []]
+    cols += [s[key] for key in ("irq_thread_pct", "irq_thread_top", "irq_thread_top_pct") if s.get(key)]
+    _same_length("series", t, cols)
+    if len(s.get("max_ns") or []) != len(s.get("cpus") or []):
+        raise Damaged("series: max_ns does not have one column per CPU")
+
+
+def _check_telemetry(tel: dict) -> None:
+    _fields("telemetry", tel, TELEMETRY)
+    t = tel.get("t_s") or []
+    cols = [*(tel.get("temp_mc") or {}).values(), *(tel.get("freq_khz") or {}).values()]
+    cols += [c for c in (tel.get("throttled"), tel.get("load1")) if c]
+    _same_length("telemetry", t, cols)

@@ -32,6 +32,7 @@ right after it is imported.
 
 from __future__ import annotations
 
+import builtins
 import errno
 import fcntl
 import logging
@@ -43,16 +44,28 @@ import sqlite3
 import stat
 import tempfile
 from contextlib import contextmanager
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import List
 
 from .. import paths
-from ..paths import sync_dir
 from ..errors import UserError
+from ..paths import sync_dir
 from .display import clean
-from .index import (COLUMNS, INDEX_VERSION, _INSERT, _ORDER, DamagedRun, IndexRow, _create, _lstat, _memory,
-                    _ours, _read_only, _row, _sql)
+from .index import (
+    _INSERT,
+    _ORDER,
+    COLUMNS,
+    INDEX_VERSION,
+    DamagedRun,
+    IndexRow,
+    _create,
+    _lstat,
+    _memory,
+    _ours,
+    _read_only,
+    _row,
+    _sql,
+)
 from .model import RunResult
 from .runfolder import damaged_source, file_key, read_result
 from .schema import RUN_ID_RE, Damaged
@@ -143,7 +156,7 @@ class Store:
     def new_run_id(self, host: str, when: datetime | None = None) -> str:
         """<date>-<time>-<host>-<4 hex digits>; an import names its file
         instead of a host, so imports made in one second differ early."""
-        when = when or datetime.now(timezone.utc)
+        when = when or datetime.now(UTC)
         safe_host = re.sub(r"[^A-Za-z0-9.-]+", "_", host)[:32].strip("._") or "host"
         return f"{when:%Y%m%d-%H%M%S}-{safe_host}-{secrets.token_hex(2)}"
 
@@ -383,7 +396,7 @@ class Store:
             rows = db.execute(f"SELECT {','.join(COLUMNS)} FROM runs {_ORDER}").fetchall()
         return [IndexRow(*r) for r in rows]
 
-    def damaged(self) -> List[DamagedRun]:  # typing's List: `list` is a method of this class
+    def damaged(self) -> builtins.list[DamagedRun]:  # typing's List: `list` is a method of this class
         """Run folders that could not be read, with why and where."""
         with self._index() as db:
             rows = db.execute("SELECT folder, path, why, source_sha256 FROM damaged ORDER BY folder").fetchall()
@@ -452,6 +465,6 @@ class Store:
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="microseconds")
+    return datetime.now(UTC).isoformat(timespec="microseconds")
 
 

@@ -28,10 +28,11 @@ import json
 import os
 import re
 import stat
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 from .hist import Histogram
 from .schema import Damaged

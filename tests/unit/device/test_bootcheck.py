@@ -15,12 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from rtforge.errors import UserError
-from rtforge.device.firmware.pimodels import pi_models
 from rtforge.device.firmware.bootcfg import DirFiles, OverlayFiles, check, resolve, resolve_text
+from rtforge.device.firmware.pimodels import pi_models
+from rtforge.errors import UserError
 
 from ...support.bootfiles import CMDLINE, DTBS, PIOS_CONFIG, arm64_image, warned, write, zimage
-
 
 # Documented defaults (Boot options: kernel, arm_64bit) and the device trees
 # the firmware picks (raspberrypi/linux dts names).

@@ -12,12 +12,13 @@ import time
 from contextlib import contextmanager
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from rtforge.cli import main
+from rtforge.device.firmware.bootcfg import resolve, resolve_text
 from rtforge.device.firmware.bootparse import MAX_FILE_BYTES, MAX_FILES_READ, MAX_LINES_READ
 from rtforge.device.firmware.pimodels import pi_models
-from rtforge.device.firmware.bootcfg import resolve, resolve_text
 
 from ...support.bootfiles import CMDLINE, PIOS_CONFIG, arm64_image, warned, write
 

@@ -12,9 +12,18 @@ from pathlib import Path
 
 import pytest
 
+from rtforge.device.deploy.grubcmdline import (
+    TRY_ID,
+    TRY_TITLE,
+    GrubCmdline,
+    dropin_text,
+    dropin_words,
+    entry_block,
+    linux_params,
+    try_entry,
+    try_script,
+)
 from rtforge.device.deploy.grubtry import menu_entries
-from rtforge.device.deploy.grubcmdline import (TRY_ID, TRY_TITLE, GrubCmdline, dropin_text, dropin_words, entry_block,
-                                        linux_params, try_entry, try_script)
 from rtforge.errors import UserError
 
 CFG = (Path(__file__).parents[2] / "fixtures" / "grub" / "debian12-grub.cfg").read_text()

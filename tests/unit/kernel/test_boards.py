@@ -12,8 +12,17 @@ import pytest
 
 from rtforge.cli import main
 from rtforge.errors import UserError
-from rtforge.kernel.boards import (FLAVOURS, BoardFileError, defconfig_exists, get_board, load_boards, model_key,
-                                   parse_board, parse_machines, machines)
+from rtforge.kernel.boards import (
+    FLAVOURS,
+    BoardFileError,
+    defconfig_exists,
+    get_board,
+    load_boards,
+    machines,
+    model_key,
+    parse_board,
+    parse_machines,
+)
 
 pytestmark = pytest.mark.usefixtures("kernel_cache_cleanup")
 

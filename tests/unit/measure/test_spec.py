@@ -10,8 +10,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rtforge.errors import UserError
-from rtforge.measure.spec import (LIMITS, MAX_CPUS, LatencySpec, format_cpu_list, format_duration, parse_cpu_list,
-                                  parse_duration, parse_int, parse_number)
+from rtforge.measure.spec import (
+    LIMITS,
+    MAX_CPUS,
+    LatencySpec,
+    format_cpu_list,
+    format_duration,
+    parse_cpu_list,
+    parse_duration,
+    parse_int,
+    parse_number,
+)
 
 
 @pytest.mark.parametrize("text, seconds", [

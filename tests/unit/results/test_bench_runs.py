@@ -14,7 +14,6 @@ from rtforge.results.store import Store
 
 from ...support.nqueens import A000170
 
-
 # -- stored runs: show, runs, compare -------------------------------------------
 
 

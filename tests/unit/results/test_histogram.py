@@ -72,7 +72,7 @@ def test_buckets_cover_uint64_with_bounded_width(probe):
     doc = probe_hist(probe, values)
     buckets = doc["buckets"]
     assert sum(b[2] for b in buckets) == len(values)
-    for (lo, hi, _), (lo2, _, _) in zip(buckets, buckets[1:]):
+    for (_, hi, _), (lo2, _, _) in zip(buckets, buckets[1:]):
         assert hi < lo2
     for lo, hi, _ in buckets:
         width = hi - lo + 1

@@ -52,7 +52,7 @@ def _bad_cases() -> dict[str, tuple[bytes, int | None]]:
         "empty": (b"", 1),
         "blank": (b" \n\n\t\n", 1),
         "binary": (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", 3),
-        "latin1": ("# Histogram\n000000 000001\n".encode() + b"\xe9t\xe9\n", 3),
+        "latin1": (b"# Histogram\n000000 000001\n" + b"\xe9t\xe9\n", 3),
         "prose": (b"hello, this is not cyclictest\n", 1),
         "cut inside histogram": ("".join(lines[:row40]).encode(), row40 + 1),
         "cut after Total": ("".join(lines[:total]).encode(), total + 1),

@@ -8,13 +8,28 @@ import json
 import os
 
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from rtforge.errors import UserError
 from rtforge.results.monitorfolder import MonitorFolder, find_host, host_name, wanted
-from rtforge.results.windows import (HIST_BUCKETS, Reading, bucket_hi, bucket_index, bucket_lo, decode_runs,
-                                     dedupe, encode_runs, merge_rollups, merged_histogram, parse_window,
-                                     read_events, read_rollups, read_windows, roll)
+from rtforge.results.windows import (
+    HIST_BUCKETS,
+    Reading,
+    bucket_hi,
+    bucket_index,
+    bucket_lo,
+    decode_runs,
+    dedupe,
+    encode_runs,
+    merge_rollups,
+    merged_histogram,
+    parse_window,
+    read_events,
+    read_rollups,
+    read_windows,
+    roll,
+)
 
 from ...support.soakdata import S, window, write_windows
 

@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import subprocess
 import tarfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from ...errors import UserError
 from ..transport.device import Device

@@ -26,13 +26,13 @@ from __future__ import annotations
 
 import re
 import secrets
-from typing import Callable
+from collections.abc import Callable
 
 from ...errors import UserError
-from .grubtry import GrubTry, grub_entries
-from .steps import Steps
 from ..transport.device import Device
 from ..transport.facts import DeviceFacts
+from .grubtry import GrubTry, grub_entries
+from .steps import Steps
 from .trycmdline import edit_cmdline
 from .tryonce import DeployResult, Expect, Payload, try_once
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import posixpath
 import re
-from typing import Iterator
+from collections.abc import Iterator
 
 from ...errors import UserError
 from ..transport.facts import DeviceFacts

@@ -29,7 +29,7 @@ import json
 import os
 import re
 import stat
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -193,6 +193,14 @@ def check_manifest(path: Path, root: Path, m: Any) -> None:
     missing = [k for k in REQUIRED if k not in m]
     if missing:
         raise UserError(f"{path}/manifest.json lacks {', '.join(missing)}: rebuild the bundle")
+    _check_fields(m, bad)
+    _check_files(root, m["files"], bad)
+    if f"boot/{m['image']}" not in m["files"]:
+        raise bad(f"names the kernel image {m['image']} but does not list boot/{m['image']}")
+    _check_machines(root, m, bad)
+
+
+def _check_fields(m: dict, bad: Callable[[str], UserError]) -> None:
     for key in ("board", "arch", "uname_v_marker"):
         if not isinstance(m[key], str):
             raise bad(f"has a {key} that is not a string")
@@ -202,7 +210,10 @@ def check_manifest(path: Path, root: Path, m: Any) -> None:
     for key in ("kernelrelease", "image"):
         if not isinstance(m[key], str) or not NAME_RE.fullmatch(m[key]):
             raise bad(f"has a {key} ({str(m[key])[:60]!r}) that is not a plain name")
-    files = m["files"]
+
+
+def _check_files(root: Path, files: Any, bad: Callable[[str], UserError]) -> None:
+    """Every listed path a plain one inside the bundle, through no link."""
     if not isinstance(files, dict) or not all(isinstance(v, str) and SHA256_RE.fullmatch(v) for v in files.values()):
         raise bad("has 'files' that do not map paths to sha256 digests")
     base = resolved(root, f"the bundle {root}")
@@ -217,8 +228,11 @@ def check_manifest(path: Path, root: Path, m: Any) -> None:
         real = resolved(target, f"{rel} in the bundle {root}")
         if real != base and base not in real.parents:
             raise bad(f"lists {rel}, which leads outside the bundle")
-    if f"boot/{m['image']}" not in files:
-        raise bad(f"names the kernel image {m['image']} but does not list boot/{m['image']}")
+
+
+def _check_machines(root: Path, m: dict, bad: Callable[[str], UserError]) -> None:
+    """The QEMU machines the bundle boots on: plain names, a listed dtb."""
+    files = m["files"]
     machines = [("qemu", m["qemu"])] if m.get("qemu") is not None else []
     if m.get("emulated") is not None:
         if not isinstance(m["emulated"], list):

@@ -21,17 +21,16 @@ more reason to take the same try-once path as a built kernel
 from __future__ import annotations
 
 import re
-
-from typing import Callable
+from collections.abc import Callable
 
 from ...errors import UserError
 from ..firmware.bootcfg import BootChoice
 from ..firmware.pimodels import model_for_dt
+from ..transport.device import Device
+from ..transport.facts import DeviceFacts
 from .manifest import uname_v_marker
 from .pitry import PiPayload, PiTryboot
 from .steps import Steps
-from ..transport.device import Device
-from ..transport.facts import DeviceFacts
 from .tryonce import DeployResult, Expect, try_once
 
 PACKAGE = "linux-image-rpi-v8-rt"

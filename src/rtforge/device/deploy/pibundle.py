@@ -19,15 +19,15 @@ Raspberry Pi's own RT kernel package takes the same path (official.py).
 from __future__ import annotations
 
 import json
-from typing import Callable
+from collections.abc import Callable
 
 from ...errors import UserError
 from ..firmware.bootcfg import BootChoice
+from ..transport.device import Device
+from ..transport.facts import DeviceFacts
 from .bundle import Bundle
 from .pitry import PiPayload, PiTryboot
 from .steps import Steps
-from ..transport.device import Device
-from ..transport.facts import DeviceFacts
 from .tryonce import STAGING, DeployResult, Expect, try_once
 
 MARGIN_KB = 4096

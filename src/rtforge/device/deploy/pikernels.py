@@ -11,18 +11,18 @@ rtforge.json is not rtforge's to remove.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from ...errors import UserError
 from ..firmware.bootcfg import BootChoice, resolve, resolve_text
 from ..firmware.bootfs import RemoteBootFiles
+from ..firmware.pimodels import PiModel, model_for_dt
+from ..transport.device import Device
+from ..transport.facts import DeviceFacts
+from .manifest import installed as installed_manifest
 from .official import IMAGE as OFFICIAL_IMAGE
 from .official import PACKAGE as OFFICIAL_PACKAGE
 from .official import official_packages, official_release
-from ..firmware.pimodels import PiModel, model_for_dt
-from .manifest import installed as installed_manifest
-from ..transport.device import Device
-from ..transport.facts import DeviceFacts
 
 
 @dataclass
@@ -106,7 +106,7 @@ def rollback(board: Device) -> tuple[str, BootChoice]:
     choice = resolve_text(old.decode("utf-8", "replace"), files, model)
     if choice.kernel is None or not files.exists(choice.kernel):
         raise UserError(f"{name} would boot {choice.kernel}, which is not on the boot partition; nothing was changed")
-    stamp = f"{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}"
+    stamp = f"{datetime.now(UTC):%Y%m%dT%H%M%SZ}"
     board.t.write_bytes(f"{boot}/config.txt.rtforge-{stamp}-rolled-back", current, sudo=True, step="rollback")
     board.t.write_bytes(f"{boot}/config.txt", old, sudo=True, step="rollback")
     return name, resolve(RemoteBootFiles(board, facts.boot_dir), model)

@@ -16,14 +16,14 @@ the firmware model's prediction is what it wants.
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from ...errors import UserError
 from ..firmware.bootcfg import BootChoice, resolve, resolve_text
 from ..firmware.bootfs import RemoteBootFiles
 from ..firmware.pimodels import PiModel, model_for_dt
-from .steps import Steps
 from ..transport.facts import DeviceFacts
+from .steps import Steps
 from .tryonce import Mechanism, Payload, Phrases
 
 BLOCK_BEGIN = "# rtforge begin"
@@ -76,7 +76,7 @@ def with_block(config: str, tag: str, label: str, lines: list[str] | None) -> st
     if lines is None:
         return strip_block(config, tag)
     eol = "\r\n" if "\r\n" in config else "\n"
-    block = [f"{BLOCK_BEGIN} {tag}: {label}, {datetime.now(timezone.utc):%Y-%m-%dT%H:%M:%SZ}", "[all]", *lines,
+    block = [f"{BLOCK_BEGIN} {tag}: {label}, {datetime.now(UTC):%Y-%m-%dT%H:%M:%SZ}", "[all]", *lines,
              BLOCK_END]
     body = strip_block(config, tag)
     if body and not body.endswith("\n"):
@@ -151,7 +151,7 @@ class PiTryboot(Mechanism):
         steps.run(self.ARM_STEP, lambda: t.write_bytes(path, text.encode(), sudo=True, step=self.ARM_STEP), undo)
 
     def _backup(self) -> str:
-        name = f"config.txt.rtforge-{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}"
+        name = f"config.txt.rtforge-{datetime.now(UTC):%Y%m%dT%H%M%SZ}"
         self.target.t.write_bytes(self.boot(name), self.old_config, sudo=True, step="back up config.txt")
         return name
 

@@ -10,7 +10,8 @@ litter), and whatever could still not be undone is reported, not hidden.
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ...errors import UserError
 from ..transport.transport import ConnectionLost

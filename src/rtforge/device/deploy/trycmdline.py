@@ -24,14 +24,14 @@ from __future__ import annotations
 
 import posixpath
 import re
-from typing import Callable
+from collections.abc import Callable
 
 from ...errors import UserError
 from ..firmware.bootcfg import BootChoice, resolve_text
-from .pitry import PiPayload, PiTryboot, strip_block
-from .steps import Steps
 from ..transport.device import Device
 from ..transport.facts import DeviceFacts
+from .pitry import PiPayload, PiTryboot, strip_block
+from .steps import Steps
 from .tryonce import DeployResult, Expect, try_once
 
 FILE = "cmdline-rtforge.txt"

@@ -24,14 +24,15 @@ failure anywhere before it leaves the target as it was.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from ... import tools
-from .manifest import kernel_problems
-from .steps import Steps
 from ..transport.device import Device
 from ..transport.facts import DeviceFacts
+from .manifest import kernel_problems
+from .steps import Steps
 
 STAGING = "/var/tmp/rtforge-staging"  # uploads wait here until installed
 
@@ -125,7 +126,7 @@ class Mechanism(ABC):
     def check(self) -> DeviceFacts:
         """The target's facts, checked (payload.check included); nothing changes."""
 
-    def before_install(self, steps: Steps) -> None:
+    def before_install(self, steps: Steps) -> None:  # noqa: B027 -- a hook: most mechanisms need nothing here
         """A step the mechanism needs before the payload installs (GRUB: pin the default)."""
 
     @abstractmethod

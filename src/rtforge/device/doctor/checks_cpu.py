@@ -7,9 +7,9 @@ from __future__ import annotations
 import re
 from dataclasses import asdict, dataclass
 
-from .findings import Context, Evidence, Finding, threshold
 from ..state.procparse import parse_interrupts, parse_throttled, throttled_now, throttled_since_boot
 from ..state.snapshot import Snapshot
+from .findings import Context, Evidence, Finding, threshold
 
 
 def rt_throttling(ctx: Context) -> list[Finding]:

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import re
 
-from .findings import Context, Evidence, Finding, cpus_text, threshold
 from ..state.procparse import parse_interrupts, target_cpulist
+from .findings import Context, Evidence, Finding, cpus_text, threshold
 
 # Serial console drivers (Documentation/admin-guide/serial-console.rst; the
 # Pi firmware turns serial0 into ttyS0 or ttyAMA0 before the kernel sees it).

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import re
 
-from .findings import Context, Evidence, Finding, threshold
 from ..state.procparse import parse_limits
+from .findings import Context, Evidence, Finding, threshold
 
 _LIMIT_FILES = ("/etc/security/limits.conf", "/etc/security/limits.d/*.conf")
 

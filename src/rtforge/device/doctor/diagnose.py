@@ -12,11 +12,11 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 from ...errors import UserError
-from . import checks_cpu, checks_kernel, checks_system
-from ..transport.device import Device
-from .findings import SEVERITIES, Context, Evidence, Finding, catalog, cpus_text
 from ..state.procparse import user_cpulist
 from ..state.snapshot import take_snapshot
+from ..transport.device import Device
+from . import checks_cpu, checks_kernel, checks_system
+from .findings import SEVERITIES, Context, Evidence, Finding, catalog, cpus_text
 
 CHECKS = [*checks_kernel.CHECKS, *checks_cpu.CHECKS, *checks_system.CHECKS]
 DEFAULT_WINDOW_S = 2.0

@@ -15,8 +15,8 @@ from dataclasses import asdict, dataclass, field
 from functools import cached_property, lru_cache
 from importlib import resources
 
-from ...preempt import preempt_model
 from ...cpulist import format_cpulist
+from ...preempt import preempt_model
 from ..state.procparse import Unread, cmdline_value, isolcpus_cpus, parse_cmdline, parse_kconfig, target_cpulist
 from ..state.snapshot import Snapshot
 from ..state.tunestate import TuneState, parse_state

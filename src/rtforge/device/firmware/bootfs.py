@@ -3,8 +3,8 @@ target's transport (so deploy checks exactly the files the firmware will see).""
 
 from __future__ import annotations
 
-from .bootparse import boot_path
 from ..transport.transport import CommandFailed
+from .bootparse import boot_path
 
 
 class RemoteBootFiles:

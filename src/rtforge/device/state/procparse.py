@@ -10,8 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from ...cpulist import (NR_CPUS_MAX, CpuListError, format_cpulist, parse_cpulist, parse_cpumask, regions, shown,
-                       split)
+from ...cpulist import NR_CPUS_MAX, CpuListError, format_cpulist, parse_cpulist, parse_cpumask, regions, shown, split
 from ...errors import UserError
 
 PF_KTHREAD = 0x00200000          # include/linux/sched.h: task->flags of kernel threads

@@ -17,7 +17,7 @@ of a Raspberry Pi is device/firmware/pimodels.py's `PiModel`.)
 from __future__ import annotations
 
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from ...errors import UserError
 from .facts import DeviceFacts, read_facts

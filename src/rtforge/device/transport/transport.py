@@ -235,7 +235,7 @@ class Transport(ABC):
                                 f"{failure_detail(stderr, proc.returncode, self.name)}")
         return size
 
-    def _raise_lost(self, returncode: int, stderr: str) -> None:
+    def _raise_lost(self, returncode: int, stderr: str) -> None:  # noqa: B027 -- a hook: local runs lose nothing
         """A transport that can lose its connection says so here (SSH: exit status 255)."""
 
     def is_root(self) -> bool:
@@ -331,7 +331,7 @@ class Transport(ABC):
                 "check the target's free space, storage and network, then try again"
             )
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 -- a hook: only SSH holds a connection
         """Release connections (nothing to do locally)."""
 
 

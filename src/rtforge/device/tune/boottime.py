@@ -21,17 +21,17 @@ absence) is saved in the tune state; `--revert` restores exactly that.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from ...errors import UserError
+from ..deploy.grubcmdline import DROPIN, dropin_text, dropin_words, read_dropin, tune_grub_cmdline
+from ..deploy.trycmdline import edit_cmdline, tune_cmdline
 from ..firmware.bootcfg import resolve
 from ..firmware.bootfs import RemoteBootFiles
 from ..firmware.pimodels import model_for_dt
-from ..transport.device import Device
-from ..deploy.grubcmdline import DROPIN, dropin_text, dropin_words, read_dropin, tune_grub_cmdline
-from ..deploy.trycmdline import edit_cmdline, tune_cmdline
 from ..state.tunestate import SavedSetting, TuneState, load_state, save_state
+from ..transport.device import Device
 
 
 @dataclass

@@ -22,20 +22,19 @@ They survive reboots, so the state keeps them apart from the runtime ones.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from typing import Callable
-
-from ...errors import UserError
-from . import boottime
-from ..transport.device import Device
 from ...cpulist import format_cpulist
+from ...errors import UserError
 from ..state.procparse import Unread, target_cpulist, user_cpulist
 from ..state.snapshot import Snapshot, parse_output, take_snapshot
+from ..state.tunestate import STATE_PATH, SavedSetting, TuneState, load_state, parse_state, save_state
+from ..transport.device import Device
+from . import boottime
 from .boottime import BootResult
 from .operations import ONLINE, OPERATIONS, Change, boot_isolated, operation_names, unread_notes
-from ..state.tunestate import STATE_PATH, SavedSetting, TuneState, load_state, parse_state, save_state
 
 # $1 root, then path value pairs.  tee (not the shell's printf) reports the
 # kernel's reason when a write is refused (dash only says "I/O error").

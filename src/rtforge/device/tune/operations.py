@@ -18,9 +18,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from ...cpulist import format_cpulist, format_cpumask
 from ..doctor.checks_kernel import dwc_otg_fiq, per_cpu_irq
 from ..doctor.findings import Context
-from ...cpulist import format_cpulist, format_cpumask
 from ..state.procparse import Unread, cmdline_value, isolcpus_cpus, parse_cmdline, parse_interrupts, target_cpulist
 from ..state.snapshot import Snapshot
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 import os
 import shutil
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from ... import paths
@@ -69,9 +69,9 @@ def _start(parsed: Parsed, mtime: float) -> datetime:
     if parsed.start_time:
         return datetime.fromisoformat(parsed.start_time)
     try:
-        return datetime.fromtimestamp(mtime, timezone.utc).replace(microsecond=0)
+        return datetime.fromtimestamp(mtime, UTC).replace(microsecond=0)
     except (OSError, OverflowError, ValueError):
-        return datetime.now(timezone.utc).replace(microsecond=0)
+        return datetime.now(UTC).replace(microsecond=0)
 
 
 def _raw_name(path: Path) -> str:

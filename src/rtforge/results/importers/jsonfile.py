@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from datetime import timezone
+from datetime import UTC
 from email.utils import parsedate_to_datetime
 from typing import Any
 
@@ -24,8 +24,17 @@ from .cmdline import DEFAULT_INTERVAL_US, parse_cmdline, thread_cpus
 from .cmdline import duration_s as _duration_s
 from .cmdline import number as _number
 from .common import (
-    MAX_VALUE, NS, NUM, US, Parsed, Source, check_extremes, no_histogram_warning, nsecs_warning,
+    MAX_VALUE,
+    NS,
+    NUM,
+    US,
+    Parsed,
+    Source,
+    check_extremes,
+    no_histogram_warning,
+    nsecs_warning,
 )
+
 
 def _line_of(src: Source, needle: str) -> int:
     text = src.text()
@@ -82,8 +91,8 @@ def _times(doc: dict[str, Any]) -> tuple[str | None, float | None]:
             return None
         try:
             t = parsedate_to_datetime(value)
-            t = t if t.tzinfo else t.replace(tzinfo=timezone.utc)
-            return t.astimezone(timezone.utc)
+            t = t if t.tzinfo else t.replace(tzinfo=UTC)
+            return t.astimezone(UTC)
         except (TypeError, ValueError, IndexError, OverflowError):
             return None
     start, end = parse("start_time"), parse("end_time")
@@ -91,7 +100,8 @@ def _times(doc: dict[str, Any]) -> tuple[str | None, float | None]:
     return (start.isoformat(timespec="seconds") if start else None), duration
 
 
-def read_json(src: Source) -> Parsed:
+def _load(src: Source) -> tuple[dict, dict]:
+    """(the document, its threads), each thread checked."""
     try:
         doc = json.loads(src.text())
     except json.JSONDecodeError as e:
@@ -109,25 +119,12 @@ def read_json(src: Source) -> Parsed:
     if num is not None and num != len(threads):
         raise src.error(_line_of(src, '"num_threads"'), f"'num_threads' is {num!r} but {len(threads)} threads are "
                                                         "listed; the file is damaged")
-    cmdline = json_field(doc, "cmdline")
-    cmdline = cmdline if isinstance(cmdline, str) else None
-    opts = parse_cmdline(cmdline) if cmdline else {}
-    unit = NS if doc.get("resolution_in_ns") == 1 or "nsecs" in opts else US
-    size = _number(opts.get("histogram") or opts.get("histofall"))
+    return doc, threads
+
+
+def _warnings(doc: dict, size: int | None, unit: int, cpus: list, any_hist: bool) -> list[str]:
+    """What the file leaves unsaid, or says went wrong."""
     warnings = []
-    any_hist = any(t.get("histogram") for t in threads.values())
-    for key, t in threads.items():
-        counts = {int(k): v for k, v in (t.get("histogram") or {}).items()}
-        line = _line_of(src, f'"{key}"')
-        if size is not None and counts and max(counts) >= size:
-            raise src.error(line, f"thread {key}'s histogram has bucket {max(counts)}, beyond the {size} buckets "
-                                  "its command line asked for; the file is damaged")
-        if t["cycles"]:
-            overflow = t["cycles"] - sum(counts.values())
-            check_extremes(src, line, line, int(key), counts, overflow, t["min"], t["max"], size,
-                           "ns" if unit == NS else "µs")
-    cpus = cpus_from_json(doc, size, unit_ns=unit)
-    pinned = thread_cpus(opts, len(cpus))
     if size is None and any_hist:
         warnings.append("the file does not say how large the histogram was (its command line has no -h), so "
                         "samples missing from it are counted as beyond its range; import a file with its cmdline")
@@ -141,6 +138,30 @@ def read_json(src: Source) -> Parsed:
     if isinstance(rc, int) and rc != 0:
         warnings.append(f"cyclictest reported return code {rc}, so the run may have failed or stopped early: "
                         "check the output it printed before trusting these figures")
+    return warnings
+
+
+def read_json(src: Source) -> Parsed:
+    doc, threads = _load(src)
+    cmdline = json_field(doc, "cmdline")
+    cmdline = cmdline if isinstance(cmdline, str) else None
+    opts = parse_cmdline(cmdline) if cmdline else {}
+    unit = NS if doc.get("resolution_in_ns") == 1 or "nsecs" in opts else US
+    size = _number(opts.get("histogram") or opts.get("histofall"))
+    any_hist = any(t.get("histogram") for t in threads.values())
+    for key, t in threads.items():
+        counts = {int(k): v for k, v in (t.get("histogram") or {}).items()}
+        line = _line_of(src, f'"{key}"')
+        if size is not None and counts and max(counts) >= size:
+            raise src.error(line, f"thread {key}'s histogram has bucket {max(counts)}, beyond the {size} buckets "
+                                  "its command line asked for; the file is damaged")
+        if t["cycles"]:
+            overflow = t["cycles"] - sum(counts.values())
+            check_extremes(src, line, line, int(key), counts, overflow, t["min"], t["max"], size,
+                           "ns" if unit == NS else "µs")
+    cpus = cpus_from_json(doc, size, unit_ns=unit)
+    pinned = thread_cpus(opts, len(cpus))
+    warnings = _warnings(doc, size, unit, cpus, any_hist)
     system, host = _system(doc)
     start, duration = _times(doc)
     if pinned is None:

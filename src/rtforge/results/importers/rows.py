@@ -16,7 +16,6 @@ import numpy as np
 
 from .common import MAX_DIGITS, Source
 
-
 ROW_RE = re.compile(rf"[0-9]{{1,{MAX_DIGITS}}}(?:[ \t]+[0-9]{{1,{MAX_DIGITS}}})+")
 
 

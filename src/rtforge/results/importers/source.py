@@ -16,8 +16,9 @@ import hashlib
 import io
 import os
 import stat
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import BinaryIO, Callable, Iterator
+from typing import BinaryIO
 
 from ...errors import UserError
 from ..runfolder import MAX_IMPORT_BYTES

@@ -41,11 +41,26 @@ import numpy as np
 from ..cyclictest import STATUS_RE, cpus_from_status, last_status
 from ..hist import Histogram
 from ..model import CpuResult
-from .common import (
-    EXPECTED, MAX_VALUE, NS, NUM, US, Parsed, Source, check_extremes, clean_line, column_sums, exact_sum, ints,
-    no_histogram_warning, nsecs_warning, snippet, sparse_cpu, top_spikes,
-)
 from .cmdline import find_in_text, histogram_size, number, parse_cmdline, thread_cpus
+from .common import (
+    EXPECTED,
+    MAX_VALUE,
+    NS,
+    NUM,
+    US,
+    Parsed,
+    Source,
+    check_extremes,
+    clean_line,
+    column_sums,
+    exact_sum,
+    ints,
+    no_histogram_warning,
+    nsecs_warning,
+    snippet,
+    sparse_cpu,
+    top_spikes,
+)
 from .rows import Rows
 
 FOOTER_KEYS = ("Total", "Min Latencies", "Avg Latencies", "Max Latencies", "Histogram Overflows")
