@@ -302,6 +302,14 @@ def test_headers_go_in_with_the_kernel_through_the_boards_apt(sshd, tmp_path, pi
     assert status() == "install ok installed"
     assert (pi_root / f"usr/src/linux-headers-{RT}/Module.symvers").is_file()
     assert host_state(RT) == before  # this machine's dpkg knows nothing of it
+    # rolled back and booted into the old kernel, the kernel is removed with its headers
+    from rtforge.device.deploy import pikernels
+
+    pikernels.rollback(board)
+    board.power_cycle()
+    pikernels.remove(board, RT)
+    assert status() in ("", "unknown ok not-installed", "deinstall ok config-files")
+    assert not (pi_root / f"usr/src/linux-headers-{RT}").exists()
     # a bundle without headers is refused before the board is reached, with the build's reason
     plain, _ = make_bundle(tmp_path / "plain", "6.12.9-rt1-rtforge")
     assert main(["deploy", "nowhere.invalid", str(plain), "--headers"]) == 2

@@ -1,8 +1,9 @@
 """The headers package's check (kernel/headers.py), on packages made here:
 its build programs must be the board's CPU and its Module.symvers the
 build's.  The real package of a real build, and a module built against it,
-are test_kernel_match_build.py's; which rule a tree follows is read from
-Debian's real 6.12 and 6.1 trees."""
+are test_kernel_match_build.py's, a signed-modules build without the
+board's libcrypto is test_kernel_pagesize.py's; which rule a tree follows
+is read from Debian's real 6.12 and 6.1 trees."""
 
 from __future__ import annotations
 
@@ -93,21 +94,3 @@ def test_sign_file_for_the_board_needs_the_boards_libcrypto(src612, src61):
     assert cannot_build(src61.path, "aarch64-linux-gnu-", signed) is None                  # host programs: built here
     assert cannot_build(src612.path, "x86_64-linux-gnu-", signed) is None or not Path(
         "/usr/lib/x86_64-linux-gnu/libcrypto.so").exists()
-
-
-@pytest.mark.root
-@pytest.mark.slow
-@pytest.mark.kernel
-def test_a_signed_modules_build_without_the_boards_libcrypto_has_no_headers_and_says_why(tmp_path):
-    """Kbuild's own nokernelheaders profile leaves the package out; the kernel is built all the same."""
-    from rtforge.device.deploy.bundle import open_bundle
-    from rtforge.kernel.build import BuildSpec, build_kernel
-
-    if Path("/usr/lib/aarch64-linux-gnu/libcrypto.so").exists():
-        pytest.skip("the board's libcrypto is installed here: the headers can be built")
-    result = build_kernel(BuildSpec(board="qemu-virt-arm64", source="debian:6.12", dist=tmp_path,
-                                    options=["CONFIG_MODULES=y", "CONFIG_MODULE_SIG=y"]))
-    headers = open_bundle(result.dist).manifest["headers"]
-    assert headers["deb"] is None and "libssl-dev:arm64" in headers["why"], headers
-    debs = sorted(p.name for p in result.dist.glob("*.deb"))
-    assert any(d.startswith("linux-image-") for d in debs) and not any(d.startswith("linux-headers-") for d in debs)

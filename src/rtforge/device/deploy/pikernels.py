@@ -82,6 +82,13 @@ def remove(board: Device, release: str) -> None:
     facts, _ = _boot_dir(board)
     board.t.run(["rm", "-rf", "--", board.path(f"{facts.boot_dir}/{k.prefix}"), board.path(f"/lib/modules/{release}")],
                 sudo=True, check=True, step=f"removing {release}")
+    # its headers, when `deploy --headers` installed them: they belong to no other kernel
+    headers = f"linux-headers-{release}"
+    admindir = board.path("/var/lib/dpkg")
+    q = board.t.run(["dpkg-query", f"--admindir={admindir}", "-W", "-f", "${Status}", headers])
+    if q.returncode == 0 and q.stdout.strip() == "install ok installed":
+        board.t.run(board.apt_get("purge", headers), sudo=True, check=True, timeout=900,
+                    step=f"removing {headers}")
 
 
 def rollback(board: Device) -> tuple[str, BootChoice]:
