@@ -159,6 +159,7 @@ def test_the_stub_enters_a_zimage_in_aarch32_svc_with_the_boot_protocol_register
     assert lines[4:8] == ["00000013"] * 3 + ["E"], lines  # cores 1-3 released by mailbox, each in SVC
 
 
+@pytest.mark.slow
 def test_without_the_stub_qemu_runs_the_zimage_as_aarch64_code(tmp_path):
     dtb = tmp_path / "min.dtb"
     dtb.write_bytes(minimal_fdt())

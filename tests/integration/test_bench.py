@@ -162,6 +162,7 @@ def test_solver_ends_when_its_reader_goes_away(solver):
 # -- the library ----------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_bench_here_is_stored_as_a_run(store):
     before = workdirs()
     r = run_bench(BenchSpec(n=9, threads=[1, "all"], repeat=3, warmup=1, stress_s=1, label="stock"), store)
@@ -191,6 +192,7 @@ def test_bench_here_is_stored_as_a_run(store):
     assert row.duration_s == pytest.approx(r.duration_s) and row.duration_s > 2  # two 1 s stress-ng runs
 
 
+@pytest.mark.slow
 def test_a_cpu_shared_with_another_program_is_called_out(store):
     """A busy loop on the solver's only CPU takes about half of it: the
     times are then too slow and the result must say so."""
@@ -251,6 +253,7 @@ def test_ctrl_c_here_stops_the_solver_and_keeps_nothing(tmp_path):
 
 
 @pytest.mark.root
+@pytest.mark.slow
 def test_ctrl_c_stops_the_solver_on_the_board(tmp_path, sshd):
     interrupt_mid_solve(tmp_path, "board", "--ssh-config", str(sshd.ssh_config))
 

@@ -112,6 +112,7 @@ def test_wrong_board_is_refused_before_anything_changes(pi):
     assert snapshot(root) == before
 
 
+@pytest.mark.slow
 def test_checksum_mismatch_on_the_board_unwinds(pi):
     board, bundle, root = pi(damage=b"rt dtb")  # the dtb's bytes are damaged on the way
     before = snapshot(root)
@@ -190,6 +191,7 @@ def test_kernel_that_is_not_rt_is_not_committed(pi):
     assert board.running == OLD.release
 
 
+@pytest.mark.slow
 def test_a_kernel_whose_configuration_says_it_is_not_rt_is_not_committed(pi):
     """uname -v and /sys/kernel/realtime can say RT while the running
     configuration does not (a reused .config, a marker put in by hand): the
@@ -262,6 +264,7 @@ def test_kernels_list_remove_and_rollback(pi, tmp_path):
         pikernels.remove(board, RT)
 
 
+@pytest.mark.slow
 def test_headers_go_in_with_the_kernel_through_the_boards_apt(sshd, tmp_path, pi_root, capsys):
     """--headers: the bundle's linux-headers package is installed by the
     board's real apt and dpkg (the tree's own: tests/support/aptrepo.py), in

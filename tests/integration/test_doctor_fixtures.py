@@ -204,6 +204,7 @@ def test_a_dma_latency_holder_is_named(trees):
     assert "(C3 70 us, C6 85 us)" in deep.title and "C7s" not in deep.title
 
 
+@pytest.mark.slow
 def test_the_dwc_otg_thread_is_named_with_its_share(trees):
     """Thread CPU use over a window, with the kernel's accounting simulated:
     irq/62-dwc_otg_ at 30 % of CPU 0, the mmc thread at 2 %."""
@@ -227,6 +228,7 @@ def test_the_dwc_otg_thread_is_named_with_its_share(trees):
     assert not [x for x in r.findings if x.id == "busy-irq-thread"]      # 2 % is below the threshold
 
 
+@pytest.mark.slow
 def test_busy_irq_kernel_and_user_threads(trees):
     root = trees("pi4")
     with SimKernel(root, {31: 15.0, 1402: 99.0, 823: 3.0}):

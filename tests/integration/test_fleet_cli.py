@@ -47,6 +47,7 @@ def test_an_inventory_ansible_cannot_read_is_refused(tmp_path, capsys):
     assert code == 2 and err.startswith("rtforge: error: reading the inventory") and len(err.splitlines()) == 1
 
 
+@pytest.mark.slow
 def test_a_bad_variable_names_its_board_before_anything_starts(tmp_path, capsys):
     inv = tmp_path / "lab.ini"
     inv.write_text(f"[rack]\n{nowhere(2)}\n[rack:vars]\nrtforge_interval_us=1000\n")
@@ -113,6 +114,7 @@ def test_options_are_checked_first(tmp_path, capsys, argv, says):
     assert code == 2 and says in err and len(err.strip().splitlines()) == 1
 
 
+@pytest.mark.slow
 def test_the_summary_fits_80_columns_and_says_what_each_board_came_to(tmp_path):
     inv = tmp_path / "lab.ini"
     inv.write_text(f"[rack]\n{nowhere(2)}")

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from rtforge.cli import main
 from rtforge.results.store import Store
 
@@ -15,6 +17,7 @@ from ..support.runs import run, us_cpu
 SHOTS = Path(__file__).resolve().parents[2] / ".cache" / "screenshots"
 
 
+@pytest.mark.slow
 def test_one_row_per_board_each_judged_for_its_own_cycle_time(tmp_path, capsys):
     store = Store(tmp_path / "results")
     # every board's worst wake-up is 300 µs: it passes 1 ms (margin 3.3), is tight at 500 µs (1.7), fails 250 µs

@@ -126,6 +126,7 @@ def test_raw_files_are_read_bounded_regular_and_inside(tmp_path, store, capsys, 
     assert settled.state == "killed" and any("could not be read" in w for w in settled.warnings)
 
 
+@pytest.mark.slow
 def test_two_imports_of_one_file_at_once_store_it_once(tmp_path):
     store = Store(tmp_path / "results")
     argv = [sys.executable, "-m", "rtforge", "import", str(GOLDEN / "hist.txt"), "--results-dir", str(store.root)]

@@ -12,6 +12,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from rtforge.cli import main
 from rtforge.results.stats import irq_summary
 
@@ -34,6 +36,7 @@ def _interrupts_per_cpu() -> dict[int, int]:
     return totals
 
 
+@pytest.mark.slow
 def test_series_counts_this_machines_interrupts(probe, tmp_path):
     cpus = sorted(os.sched_getaffinity(0))[:2]
     before = _interrupts_per_cpu()
@@ -68,6 +71,7 @@ def _stat(pid: int, comm: str, ticks: int) -> str:
     return f"{pid} ({comm}) S 2 0 0 0 -1 2129984 0 0 0 0 {ticks} {ticks // 3} 0 0 -51 0 1 0 42 0 0\n"
 
 
+@pytest.mark.slow
 def test_irq_threads_cpu_use_and_busiest_from_a_moving_proc_tree(probe, tmp_path):
     root = tmp_path / "sysroot"
     _write(root / "sys/devices/system/cpu/online", "0-3\n")
@@ -120,6 +124,7 @@ def test_irq_threads_cpu_use_and_busiest_from_a_moving_proc_tree(probe, tmp_path
         assert 60 <= row["irq_thread_pct"] <= 140 and row["irq_thread_top_pct"] == row["irq_thread_pct"], row
 
 
+@pytest.mark.slow
 def test_a_stored_run_keeps_the_interrupt_series(tmp_path, capsys):
     rd = ["--results-dir", str(tmp_path / "results")]
     assert main(["latency", "--duration", "3s", "--cpus", "0", "--json", *rd]) == 0

@@ -73,6 +73,7 @@ def wait_gone(tag: str, timeout: float = 10) -> list[int]:
 
 
 @pytest.mark.root
+@pytest.mark.slow
 def test_probe_run_is_stored_and_shown(tmp_path, capsys):
     rd = str(tmp_path / "results")
     shown = cli_json(
@@ -109,6 +110,7 @@ def test_probe_run_is_stored_and_shown(tmp_path, capsys):
 
 
 @pytest.mark.root
+@pytest.mark.slow
 def test_cyclictest_engine_matches_cyclictests_own_summary(tmp_path, capsys):
     rd = str(tmp_path / "results")
     shown = cli_json(
@@ -149,6 +151,7 @@ def test_cyclictest_engine_matches_cyclictests_own_summary(tmp_path, capsys):
 
 
 @pytest.mark.root
+@pytest.mark.slow
 def test_ctrl_c_stops_loads_and_keeps_the_partial_run(tmp_path):
     p, tag = start_cli(tmp_path, "latency", "--duration", "60s", "--load", "cpu,io,zero", "--settle-s", "1")
     time.sleep(5)
@@ -168,6 +171,7 @@ def test_ctrl_c_stops_loads_and_keeps_the_partial_run(tmp_path):
 
 
 @pytest.mark.root
+@pytest.mark.slow
 def test_sigterm_is_an_interrupt_too(tmp_path):
     p, tag = start_cli(tmp_path, "latency", "--duration", "60s", "--load", "zero", "--settle-s", "0")
     time.sleep(4)
@@ -229,6 +233,7 @@ def test_sigkill_of_everything_keeps_the_last_checkpoint_and_the_series(tmp_path
 
 
 @pytest.mark.root
+@pytest.mark.slow
 def test_an_exception_mid_run_stops_everything_and_keeps_the_run(tmp_path):
     calls = []
 
@@ -328,6 +333,7 @@ def test_show_errors(tmp_path, capsys):
 
 
 @pytest.mark.root
+@pytest.mark.slow
 def test_live_progress_on_a_terminal(tmp_path):
     """On a terminal: elapsed/total and the max so far per CPU, redrawn."""
     # a terminal that can redraw (CI's TERM=dumb would rightly get no live line)

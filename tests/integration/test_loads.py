@@ -110,6 +110,7 @@ def test_a_load_that_fails_at_once_is_reported_and_nothing_is_stored(monkeypatch
 
 
 @pytest.mark.root
+@pytest.mark.slow
 def test_a_load_writing_to_stdout_does_not_fill_the_log(store):
     """`cat /dev/zero` writes gigabytes to stdout: only stderr is logged."""
     started = start_run(LatencySpec(duration_s=30, loads=["zero"], settle_s=1), store)

@@ -25,6 +25,7 @@ pytestmark = pytest.mark.root
 LINE = re.compile(r"^\d\d:\d\d:\d\d–\d\d:\d\d:\d\d  max +[0-9.]+ µs \(CPU \d+\)")
 
 
+@pytest.mark.slow
 def test_run_fetch_status_and_trend_here(tmp_path, capsys):
     state, rd = tmp_path / "mon", ["--results-dir", str(tmp_path / "results")]
     assert main(["monitor", "run", "--window", "1s", "--for", "3s", "--state-dir", str(state)]) == 0
@@ -58,6 +59,7 @@ def test_run_fetch_status_and_trend_here(tmp_path, capsys):
     assert "promotion rule: a kernel is promoted after 1s and 1 windows" in out
 
 
+@pytest.mark.slow
 def test_ctrl_c_ends_the_run_and_keeps_every_window(tmp_path):
     state = tmp_path / "mon"
     p = start_cli({**os.environ, "COLUMNS": "80"}, "monitor", "run", "--window", "1s", "--state-dir", str(state))
@@ -82,6 +84,7 @@ def test_ctrl_c_ends_the_run_and_keeps_every_window(tmp_path):
     assert "running 0" in (state / "state").read_text()
 
 
+@pytest.mark.slow
 def test_one_monitor_per_folder_and_no_service_without_systemd(probe, tmp_path, capsys):
     state = tmp_path / "mon"
     other = subprocess.Popen([str(probe), "--soak", "--state", str(state), "--window-s", "1", "--duration-s", "5"])
@@ -101,6 +104,7 @@ def test_one_monitor_per_folder_and_no_service_without_systemd(probe, tmp_path, 
     assert not Path("/etc/systemd/system/rtforge-monitor.service").exists()
 
 
+@pytest.mark.slow
 def test_fetch_keeps_what_the_board_rotated_away_and_adds_what_came_since(probe, tmp_path, capsys):
     state, rd = tmp_path / "mon", ["--results-dir", str(tmp_path / "results")]
     soak = [str(probe), "--soak", "--state", str(state), "--window-s", "1", "--duration-s", "2"]

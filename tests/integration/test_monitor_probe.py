@@ -47,6 +47,7 @@ def promtool() -> str:
     return path
 
 
+@pytest.mark.slow
 def test_windows_add_up_and_line_up_with_the_wall_clock(probe, tmp_path):
     state, prom = tmp_path / "mon", tmp_path / "prom"
     prom.mkdir()
@@ -110,6 +111,7 @@ def _set_state(state: Path, **values) -> None:
     (state / "state").write_text("".join(f"{k} {v}\n" for k, v in lines.items()))
 
 
+@pytest.mark.slow
 def test_a_restart_is_a_gap_and_a_new_kernel_an_event(probe, tmp_path):
     state = tmp_path / "mon"
     assert soak(probe, state, seconds=2).returncode == 0
@@ -130,6 +132,7 @@ def test_a_restart_is_a_gap_and_a_new_kernel_an_event(probe, tmp_path):
     assert len(lives) == 2
 
 
+@pytest.mark.slow
 def test_a_killed_monitor_is_an_unclean_gap_and_its_hour_is_not_lost(probe, tmp_path):
     state = tmp_path / "mon"
     p = subprocess.Popen([str(probe), "--soak", "--state", str(state), "--window-s", "1"], stderr=subprocess.PIPE)
@@ -149,6 +152,7 @@ def test_a_killed_monitor_is_an_unclean_gap_and_its_hour_is_not_lost(probe, tmp_
     assert sum(h.cpus[0].count for h in hours) == sum(w.cpus[0].count for w in killed)
 
 
+@pytest.mark.slow
 def test_one_monitor_per_folder(probe, tmp_path):
     state = tmp_path / "mon"
     first = subprocess.Popen([str(probe), "--soak", "--state", str(state), "--window-s", "1", "--duration-s", "4"])
@@ -162,6 +166,7 @@ def test_one_monitor_per_folder(probe, tmp_path):
     assert first.returncode == 0
 
 
+@pytest.mark.slow
 def test_an_alert_keeps_the_windows_worst_spikes(probe, tmp_path):
     state = tmp_path / "mon"
     assert soak(probe, state, "--alert-us", 1, seconds=3).returncode == 0
@@ -177,6 +182,7 @@ def test_an_alert_keeps_the_windows_worst_spikes(probe, tmp_path):
     assert sum(e["event"] == "alert" for e in read_events(state)) == len(ws)
 
 
+@pytest.mark.slow
 def test_storage_keeps_within_its_age_and_size(probe, tmp_path):
     state = tmp_path / "mon"
     (state / "windows").mkdir(parents=True)
@@ -196,6 +202,7 @@ def test_storage_keeps_within_its_age_and_size(probe, tmp_path):
     assert used < 1 << 20
 
 
+@pytest.mark.slow
 def test_a_link_in_the_folder_is_not_written_through(probe, tmp_path):
     state, outside = tmp_path / "mon", tmp_path / "outside.jsonl"
     outside.write_text("precious\n")
@@ -207,6 +214,7 @@ def test_a_link_in_the_folder_is_not_written_through(probe, tmp_path):
     assert "cannot append" in r.stderr
 
 
+@pytest.mark.slow
 def test_a_pi_telemetry_reaches_the_window_and_prometheus(probe, tmp_path):
     state, prom = tmp_path / "mon", tmp_path / "prom"
     prom.mkdir()
@@ -226,6 +234,7 @@ def _pi_cpus() -> list[tuple[str, str]]:
 
 
 @pytest.mark.parametrize("machine, cpu", _pi_cpus(), ids=[f"{m}-{c}" for m, c in _pi_cpus()])
+@pytest.mark.slow
 def test_soak_mode_runs_on_each_pi_cpu(machine, cpu, tmp_path):
     """The static probe a board gets, under qemu-user as that Pi's CPU: its
     64-bit window counters (LDREXD/STREXD on the ARMv6K of a Pi 1) and the

@@ -123,6 +123,7 @@ def pi1_userland(binfmt_sandbox, tmp_path):
     board.kill_leftovers()
 
 
+@pytest.mark.slow
 def test_runner_on_busybox_as_a_pi_1(pi1_userland, tmp_path):
     """The run lifecycle's board side -- runner.sh on busybox ash, its setsid,
     tar and sha256sum, the armv6l probe and N-queens -- as a Pi 1 runs it: a

@@ -48,6 +48,7 @@ def pi4_sysroot(root: Path, temp_mc: int = 81_500, throttled: str = "50005") -> 
     return root
 
 
+@pytest.mark.slow
 def test_pi_metadata_and_telemetry_from_fixture_tree(probe, tmp_path):
     sysroot = pi4_sysroot(tmp_path / "pi4")
     out = tmp_path / "run"
@@ -82,6 +83,7 @@ def test_pi_metadata_and_telemetry_from_fixture_tree(probe, tmp_path):
     assert "81.5 °C" in text and "heatsink" in text
 
 
+@pytest.mark.slow
 def test_telemetry_follows_changes_during_the_run(probe, tmp_path):
     """The probe re-reads sysfs every second (pread at offset 0)."""
     import subprocess

@@ -34,6 +34,7 @@ def raw_by_cpu(path: Path) -> dict[int, np.ndarray]:
     return {c: np.asarray(v, dtype=np.int64) for c, v in out.items()}
 
 
+@pytest.mark.slow
 def test_run_matches_raw_samples_spike_log_and_series(probe, tmp_path):
     out, raw = tmp_path / "run", tmp_path / "raw.csv"
     # Spike threshold 1 ns: every wake-up is logged, so the spike log is a
@@ -83,6 +84,7 @@ def test_sigint_ends_run_cleanly_with_data(probe, tmp_path):
         assert 1000 < c["count"] == sum(b[2] for b in c["buckets"])
 
 
+@pytest.mark.slow
 def test_sigkill_leaves_last_checkpoint(probe, tmp_path):
     out = tmp_path / "run"
     p = subprocess.Popen([str(probe), "--out", str(out), "--interval-us", "1000", "--duration-s", "60",
@@ -99,6 +101,7 @@ def test_sigkill_leaves_last_checkpoint(probe, tmp_path):
     assert len(read_jsonl(out / "series.jsonl")) >= 1
 
 
+@pytest.mark.slow
 def test_whole_missed_periods_are_counted_as_overruns(probe, tmp_path):
     """Stop the probe for 300 ms: each thread misses ~300 periods of 1 ms.
     They are counted once as overruns, not replayed as fake samples."""

@@ -45,6 +45,7 @@ def test_a_terminal_that_redraws_gets_no_plain_lines(monkeypatch, capsys):
 
 
 @pytest.mark.root
+@pytest.mark.slow
 def test_latency_on_a_dumb_terminal_prints_plain_progress(tmp_path):
     """TERM=dumb on a real pty: rich draws no live line there, so the plain lines say how far the run is."""
     env = {**os.environ, "RTFORGE_RESULTS_DIR": str(tmp_path / "results"), "COLUMNS": "160", "TERM": "dumb"}

@@ -73,6 +73,7 @@ def test_a_whole_run_with_loads_lands_in_the_store(board, sshd, tmp_path, capsys
     assert Store(rd).load(shown["run_id"]).state == "complete"  # and `runs`/`show` agree
 
 
+@pytest.mark.slow
 def test_the_aarch64_probe_runs_on_the_board_through_qemu(board, store):
     """The cross path: the static aarch64 build, uploaded and started by the
     runner like any other, with qemu-user as its interpreter on the board."""
@@ -94,6 +95,7 @@ def test_the_aarch64_probe_runs_on_the_board_through_qemu(board, store):
     assert all(c.count > 500 for c in result.cpus)
 
 
+@pytest.mark.slow
 def test_a_login_with_sudo_runs_the_board_side_as_root(sshd, store):
     before = board_runs()
     t = SshTransport("board-sudo", ssh_config=sshd.ssh_config)
@@ -224,6 +226,7 @@ def test_a_missing_tool_is_named_before_anything_starts(board, sshd, tmp_path, c
     assert board_runs() == before and not (tmp_path / "r" / "runs").exists()
 
 
+@pytest.mark.slow
 def test_a_load_that_fails_at_once_stops_the_start_and_leaves_nothing(board, tmp_path, monkeypatch):
     with_profile(monkeypatch, name="fake", argv=("sh", "-c", "echo no good >&2; exit 3"))
     before = board_runs()

@@ -216,6 +216,7 @@ def chromium(*args) -> subprocess.CompletedProcess:
     return subprocess.run(base + list(args), capture_output=True, text=True, timeout=120)
 
 
+@pytest.mark.slow
 def test_html_report_renders_in_chromium(tmp_path, probe_run):
     stock = make_run(
         probe_run.cpus[:2],

@@ -41,6 +41,7 @@ def runner_state(d: Path) -> str:
 
 
 @pytest.mark.root
+@pytest.mark.slow
 def test_detach_attach_and_stop_here(tmp_path, capsys):
     rd = str(tmp_path / "results")
     rc, out, err = cli(capsys, "latency", "--duration", "4s", "--detach", "--results-dir", rd)
@@ -100,6 +101,7 @@ def test_a_cyclictest_run_is_complete_only_when_it_ran_its_course(tmp_path, caps
 
 
 @pytest.mark.root
+@pytest.mark.slow
 def test_a_killed_probe_shows_what_its_series_holds(tmp_path, capsys):
     """Issue 11 item 12: the probe SIGKILLed before its first checkpoint."""
     env, tag = cli_env(tmp_path)
@@ -184,6 +186,7 @@ def test_the_timeline_marks_the_settle_time():
 
 
 @pytest.mark.root
+@pytest.mark.slow
 def test_the_settle_time_is_recorded_and_the_loads_ran_through_it(store):
     from rtforge.measure.session import run_latency
 

@@ -82,6 +82,7 @@ def test_hostile_host_names_make_safe_ids(store):
 
 
 @pytest.mark.root
+@pytest.mark.slow
 def test_running_run_of_a_dead_owner_is_salvaged_from_the_checkpoint(store, probe):
     """An owner pid that no longer exists and a probe killed mid-run."""
     r = RunResult(run_id=store.new_run_id("vm"), engine="probe", state="running", host="vm",

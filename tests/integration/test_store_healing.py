@@ -235,6 +235,7 @@ def test_a_full_disk_leaves_no_half_run(tmpfs, tmp_path, capsys):
     assert len(listed(results, capsys)) == 1
 
 
+@pytest.mark.slow
 def test_file_size_limit_leaves_no_temp_files(tmp_path, rtforge_cmd):
     """ulimit -f: every write fails with EFBIG; report, plot and import say so in one line."""
     results = tmp_path / "results"

@@ -309,6 +309,7 @@ def test_an_rtla_that_failed_is_reported(tmp_path):
                            "see raw/trace/2.out")
 
 
+@pytest.mark.slow
 def test_a_finished_run_collects_its_trace(tmp_path, capsys):
     """A real probe run here, given the trace files a --trace run's runner
     writes: finishing it stores the spikes, and an rtla failure as a warning."""

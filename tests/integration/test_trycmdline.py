@@ -53,6 +53,7 @@ def test_a_good_command_line_is_tried_and_committed(pi):
     assert "isolcpus=3" in cmdline_now(root).split()
 
 
+@pytest.mark.slow
 def test_a_command_line_the_kernel_panics_with_falls_back(pi):
     board, root = pi
     original = (root / "boot/firmware/config.txt").read_bytes()

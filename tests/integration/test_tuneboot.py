@@ -86,6 +86,7 @@ def test_isolate_words_are_tried_committed_shown_and_reverted_exactly(sshd, pi_r
 
 
 @pytest.mark.root
+@pytest.mark.slow
 def test_revert_after_cmdline_txt_was_edited_still_boots_the_text_from_before(sshd, pi_root):
     board = make_pi(sshd, pi_root)
     assert tuning.apply(board, tuning.plan(board, isolate="3", only=["boot-cmdline"])).boot.ok
