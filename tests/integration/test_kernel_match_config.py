@@ -124,7 +124,7 @@ def read_config_text(text: str) -> dict[str, str]:
 
 
 def test_raspberry_pi_os_32_bit_needs_an_rt_patch_on_6_12(rpi_git, tmp_path):
-    """rpi-6.12.y's arch/arm does not select ARCH_SUPPORTS_RT (DESIGN): the
+    """rpi-6.12.y's arch/arm does not select ARCH_SUPPORTS_RT (the 32-bit RT patch adds it): the
     matched tree is refused for RT in one sentence naming --rt-patch."""
     repo, _ = rpi_git
     config = running_config(repo, tmp_path / "k", "arm", "arm-linux-gnueabihf-", "bcm2711_defconfig")

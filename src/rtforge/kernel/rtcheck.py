@@ -4,7 +4,7 @@ one round trip through a Transport:
   uname -v            names PREEMPT_RT on every RT kernel (two words,
                       "PREEMPT RT", on 4.x RT patches); required
   /sys/kernel/realtime  1 on RT-patched kernels; mainline 6.12+ has no such
-                      file (DESIGN: check uname -v first), so only a value
+                      file (uname -v is the witness that always exists), so only a value
                       other than 1 counts against
   the running .config /proc/config.gz, else /boot/config-<release>:
                       CONFIG_PREEMPT_RT=y (CONFIG_PREEMPT_RT_FULL=y before
