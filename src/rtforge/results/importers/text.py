@@ -346,10 +346,15 @@ def _from_summary_lines(src: Source, s: Scan) -> Parsed:
             raise src.error(s.last_line + 1, f"expected the '# {key}:' line of cyclictest's summary; the file is "
                                              "cut off or damaged")
     n = len(f["Min Latencies"][1])
+    for key, (line, v) in f.items():
+        if len(v) < n:
+            raise src.error(line, f"'# {key}:' gives {len(v)} values but '# Min Latencies:' gives {n}; "
+                                  "the file is damaged")
     values = {k: v[:n] for k, (_, v) in f.items()}  # -H appends a total to Total, Max and Overflows
     latest = last_status("\n".join(line for _, line in s.statuses))
     if "Total" in values:
-        counts = [values["Total"][j] + values["Histogram Overflows"][j] for j in range(n)]
+        overflow = values.get("Histogram Overflows", [0] * n)
+        counts = [values["Total"][j] + overflow[j] for j in range(n)]
     elif len(latest) == n:
         counts = [latest[t]["cycles"] for t in sorted(latest)]
     else:
