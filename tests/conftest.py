@@ -164,6 +164,30 @@ def guest(guest_image, tmp_path):
     (g.dir / "disk.qcow2").unlink(missing_ok=True)
 
 
+@pytest.fixture(scope="session")
+def rt_guest_image(guest_image, tmp_path_factory):
+    """The guest image after `rtforge deploy` put Debian's RT kernel on it
+    (tests/support/rtguest.py): one deploy per session, judged by
+    tests/e2e/test_deploy_grub.py, booted by the tests that need RT."""
+    from .support.rtguest import deploy_rt
+
+    return deploy_rt(guest_image, tmp_path_factory.mktemp("rt-guest"))
+
+
+@pytest.fixture
+def rt_guest(rt_guest_image, tmp_path):
+    """A pristine guest booting the deployed RT kernel by default (its own
+    overlay on the deployed disk)."""
+    from .support.guest import start_guest
+
+    if not rt_guest_image.ok:
+        pytest.fail(f"the RT kernel could not be deployed on the guest: {rt_guest_image.why()}")
+    g = start_guest(rt_guest_image, tmp_path / "guest")
+    yield g
+    g.stop()
+    (g.dir / "disk.qcow2").unlink(missing_ok=True)
+
+
 # --- Debian's kernel trees, extracted once into the cache (tests/support/kernelsrc.py) ---
 @pytest.fixture(scope="session")
 def src612():

@@ -16,11 +16,9 @@ from rtforge.device.deploy.deb import deploy_grub, read_deb
 from rtforge.device.deploy.grubtry import menu_entries
 from rtforge.device.transport.device import Device
 
+from ..support.rtguest import rt_image_deb
+
 pytestmark = [pytest.mark.slow, pytest.mark.root, pytest.mark.guest]
-
-
-def rt_image_deb(image):
-    return next(d for d in image.rt_debs if read_deb_ok(d))
 
 
 def read_deb_ok(path) -> bool:
@@ -31,19 +29,19 @@ def read_deb_ok(path) -> bool:
         return False
 
 
-def test_rt_deb_is_tried_once_verified_and_committed(guest, guest_image, capsys):
-    deb = rt_image_deb(guest_image)
-    assert main(["deploy", "guest", str(deb), "--ssh-config", str(guest.ssh_config), "--timeout", "15m"]) == 0
-    out = capsys.readouterr().out
-    assert f"done: guest runs {guest_image.rt_release} (PREEMPT_RT) and now boots it by default: GRUB entry" in out
-    assert guest.ssh("uname -v").stdout.split().count("PREEMPT_RT") == 1
-    env = guest.grubenv()
-    entry = menu_entries(guest.ssh("cat /boot/grub/grub.cfg").stdout)[guest_image.rt_release]
-    assert env["saved_entry"] == entry and not env.get("next_entry")
-    assert guest.boots() == [guest_image.stock_release, guest_image.rt_release]  # one reboot: the try
-    assert guest.grub_boots()[-1] == f"Debian GNU/Linux, with Linux {guest_image.rt_release}"
-    guest.reboot()  # committed: it stays
-    assert guest.ssh("uname -r").stdout.strip() == guest_image.rt_release
+def test_rt_deb_is_tried_once_verified_and_committed(rt_guest_image):
+    """The session's one RT deploy (tests/support/rtguest.py): `rtforge
+    deploy guest DEB` as a user types it, what it printed and left."""
+    d, image = rt_guest_image, rt_guest_image.base
+    assert d.deploy.returncode == 0, d.why()
+    assert f"done: guest runs {image.rt_release} (PREEMPT_RT) and now boots it by default: GRUB entry" in \
+        d.deploy.stdout
+    assert d.uname_v.split().count("PREEMPT_RT") == 1
+    entry = menu_entries(d.grub_cfg)[image.rt_release]
+    assert d.grubenv["saved_entry"] == entry and not d.grubenv.get("next_entry")
+    assert d.boots == [image.stock_release, image.rt_release]  # one reboot: the try
+    assert d.grub_boots[-1] == f"Debian GNU/Linux, with Linux {image.rt_release}"
+    assert d.after_reboot == image.rt_release  # committed: it stays
 
 
 def test_unbootable_kernel_falls_back_and_is_removed(guest, guest_image):

@@ -1,14 +1,16 @@
 """The monitor as a systemd service on a real Debian board: the QEMU PC
-guest (TCG, systemd, GRUB) of tests/support/guest.py.
+guest (TCG, systemd, GRUB) of tests/support/guest.py, with Debian's
+PREEMPT_RT kernel deployed by rtforge as its default (once per session:
+tests/support/rtguest.py) and its stock kernel still installed.
 
-A reboot in the middle: `monitor start` installs and enables the service,
-the guest reboots (`systemctl reboot`), systemd starts the monitor again at
-boot, the folder records the gap (a reboot, after a clean stop) and
-`monitor fetch` brings every window of both boots into the store.  Then a
-new kernel: Debian's PREEMPT_RT kernel deployed by rtforge (a try boot and
-a committed one), recorded as a kernel change; with it the kernel has the
-timerlat tracer, so an alert window keeps rtla's analysis, which names the
-thread that made the spike.
+A board's weeks in one test: it runs its stock kernel (GRUB's one-time
+entry), `monitor start` installs and enables the service, the board reboots
+(`systemctl reboot`) into its default, the RT kernel: systemd starts the
+monitor again at boot, the folder records the gap (a reboot, after a clean
+stop) and the kernel change, and `monitor fetch` brings every window of
+both boots into the store.  The RT kernel has the timerlat tracer, so with
+an alert threshold an alert window keeps rtla's analysis, which names the
+thread that made the spike; `trend` shows both kernels.
 
 Inside TCG latencies are emulation noise (milliseconds): what is checked is
 what was recorded, not how fast anything was.  The figures (boot times,
@@ -23,11 +25,10 @@ import time
 import pytest
 
 from rtforge.cli import main
-from rtforge.device import SshTransport
-from rtforge.device.deploy.deb import deploy_grub, read_deb
-from rtforge.device.transport.device import Device
 from rtforge.results.timerlat import parse as parse_timerlat
 from rtforge.results.windows import read_events, read_windows
+
+from ..support.rtguest import HOG, HOG_CMD
 
 pytestmark = [pytest.mark.slow, pytest.mark.root, pytest.mark.guest]
 
@@ -56,22 +57,31 @@ def figure(capsys, name: str, value) -> None:
         print(f"[monitor guest] {name}: {value}")
 
 
-def test_the_service_survives_a_reboot_and_fetch_brings_every_window(guest, tmp_path, capsys):
+def test_reboot_into_another_kernel_then_an_alert_keeps_rtlas_analysis(rt_guest, rt_guest_image, tmp_path, capsys):
+    guest, image = rt_guest, rt_guest_image.base
     ssh, rd = ["--ssh-config", str(guest.ssh_config)], ["--results-dir", str(tmp_path / "results")]
+    # the stock kernel, once (the guest's own grub-reboot); the default stays the RT kernel
+    guest.ssh(f"grub-reboot '{guest.grub_entry(image.stock_release)}'")
+    guest.reboot()
+    assert guest.ssh("uname -r").stdout.strip() == image.stock_release
+
     assert main(["monitor", "start", "guest", "--window", "5s", *ssh]) == 0
     assert f"{UNIT} runs on guest" in capsys.readouterr().out
     assert guest.ssh(f"systemctl is-enabled {UNIT}").stdout.strip() == "enabled"
     first = wait_until("3 windows before the reboot", lambda: len(board_windows(guest)) >= 3 and board_windows(guest))
     life1 = first[0]["life"]
+    assert {w["kernel"] for w in first} == {image.stock_release}
 
     reboot_s = guest.reboot()
     figure(capsys, "reboot to SSH (s)", round(reboot_s, 1))
-    # systemd started the monitor again at boot: a new life, measuring
+    assert guest.ssh("uname -r").stdout.strip() == image.rt_release
+    # systemd started the monitor again at boot: a new life, measuring on the other kernel
     assert wait_until(f"{UNIT} active after the reboot",
                       lambda: guest.ssh(f"systemctl is-active {UNIT}", check=False).stdout.strip() == "active")
     after = wait_until("2 windows after the reboot",
                        lambda: (ws := board_windows(guest)) and sum(w["life"] != life1 for w in ws) >= 2 and ws)
     life2 = next(w["life"] for w in after if w["life"] != life1)
+    assert {w["kernel"] for w in after if w["life"] == life2} == {image.rt_release}
 
     assert main(["monitor", "status", "guest", *ssh, "--json"]) == 0
     status = json.loads(capsys.readouterr().out)
@@ -82,50 +92,27 @@ def test_the_service_survives_a_reboot_and_fetch_brings_every_window(guest, tmp_
     capsys.readouterr()
     on_board = board_windows(guest)
     host = guest.ssh("uname -n").stdout.strip()
-    stored = read_windows(tmp_path / "results" / "monitor" / host)
+    folder = tmp_path / "results" / "monitor" / host
+    stored = read_windows(folder)
     # every window the board recorded by the fetch is in the store (it goes on measuring meanwhile)
     assert {(w.life, w.n) for w in stored} >= {(w["life"], w["n"]) for w in after}
     assert {(w.life, w.n) for w in stored} <= {(w["life"], w["n"]) for w in on_board}
-    events = read_events(tmp_path / "results" / "monitor" / host)
-    kinds = [(e["event"], e["life"]) for e in events]
-    assert kinds[:4] == [("start", life1), ("stop", life1), ("gap", life2), ("start", life2)]
-    stop, gap = events[1], events[2]
+    events = read_events(folder)
+    life_events = [e for e in events if e["event"] in ("start", "stop", "gap")]
+    assert [(e["event"], e["life"]) for e in life_events][:4] == \
+        [("start", life1), ("stop", life1), ("gap", life2), ("start", life2)]
+    stop, gap = life_events[1], life_events[2]
     assert stop["reason"] == "SIGTERM"  # systemd stopped it on the way down
     ended = max(w.end_ns for w in stored if w.life == life1)
     assert gap["from_ns"] == ended and gap["reboot"] is True and gap["clean"] is True
     assert 0 < gap["seconds"] < reboot_s + 120
     assert [w for w in stored if w.life == life1][-1].partial  # the window the shutdown cut short is kept
+    (kernel,) = [e for e in events if e["event"] == "kernel"]
+    assert kernel["from"]["release"] == image.stock_release
+    assert kernel["to"]["release"] == image.rt_release and "PREEMPT_RT" in kernel["to"]["version"]
     figure(capsys, "gap recorded (s)", gap["seconds"])
     figure(capsys, "windows before / after the reboot", (sum(w.life == life1 for w in stored),
                                                  sum(w.life == life2 for w in stored)))
-
-    assert main(["monitor", "fetch", "guest", *ssh, *rd]) == 0  # again: only what is new
-    again = read_windows(tmp_path / "results" / "monitor" / host)
-    assert len(again) >= len(stored) and len({w.key for w in again}) == len(again)
-
-    assert main(["monitor", "stop", "guest", "--uninstall", *ssh]) == 0
-    assert guest.ssh(f"systemctl is-active {UNIT}", check=False).stdout.strip() in ("inactive", "unknown")
-    assert guest.ssh(f"test -e /etc/systemd/system/{UNIT}", check=False).returncode == 1
-    assert guest.ssh(f"test -s {STATE}/state").returncode == 0  # the windows stay
-
-
-HOG = "rtforge-hog"
-HOG_CMD = (f"nohup chrt -f 99 taskset -c 0 perl -e '$0 = \"{HOG}\"; "
-           "while (1) { for (my $i = 0; $i < 4e6; $i++) {} select(undef, undef, undef, 1.5) }' "
-           ">/dev/null 2>&1 </dev/null &")
-
-
-def test_a_new_kernel_is_recorded_and_an_alert_keeps_rtlas_analysis(guest, guest_image, tmp_path, capsys):
-    ssh, rd = ["--ssh-config", str(guest.ssh_config)], ["--results-dir", str(tmp_path / "results")]
-    assert main(["monitor", "start", "guest", "--window", "5s", *ssh]) == 0
-    wait_until("2 windows on the stock kernel", lambda: len(board_windows(guest)) >= 2)
-    deb = next(d for d in guest_image.rt_debs if d.name.startswith(f"linux-image-{guest_image.rt_release}_"))
-    t0 = time.monotonic()
-    result = deploy_grub(Device(SshTransport("guest", ssh_config=guest.ssh_config)), read_deb(deb), timeout_s=900)
-    assert result.ok, result.message
-    figure(capsys, "RT kernel deployed, with its reboots (s)", round(time.monotonic() - t0))
-    assert wait_until("the monitor measuring on the RT kernel",
-                      lambda: any(w["kernel"] == guest_image.rt_release for w in board_windows(guest)))
 
     # the RT kernel traces: starting again with an alert threshold adds rtla's analysis.  The hog
     # runs first, so the alerts are its bursts (TCG's own noise stays far below 20 ms)
@@ -135,8 +122,6 @@ def test_a_new_kernel_is_recorded_and_an_alert_keeps_rtlas_analysis(guest, guest
         assert main(["monitor", "start", "guest", "--window", "5s", "--cpus", "0", "--alert-us", "20000", *ssh]) == 0
         assert "note:" not in capsys.readouterr().err  # rtla and timerlat are there
         assert " --rtla " in guest.ssh(f"systemctl cat {UNIT}").stdout.replace('"', " ")
-        host = guest.ssh("uname -n").stdout.strip()
-        folder = tmp_path / "results" / "monitor" / host
 
         def analyses() -> dict[str, str]:
             """rtla's outputs whose run has ended (a timerlat event), fetched into the store."""
@@ -166,10 +151,6 @@ def test_a_new_kernel_is_recorded_and_an_alert_keeps_rtlas_analysis(guest, guest
             raise
     finally:
         guest.ssh(f"pkill -x {HOG}", check=False)
-    events = read_events(folder)
-    (kernel,) = [e for e in events if e["event"] == "kernel"]
-    assert kernel["from"]["release"] == guest_image.stock_release
-    assert kernel["to"]["release"] == guest_image.rt_release and "PREEMPT_RT" in kernel["to"]["version"]
     spikes = [s for text in outputs.values() for s in parse_timerlat(text)]
     assert all(s["cpu"] == 0 and s["total_us"] >= 20_000 for s in spikes), spikes  # rtla stopped over the threshold
     figure(capsys, "rtla outputs kept / analyses read / naming the hog",
@@ -179,9 +160,16 @@ def test_a_new_kernel_is_recorded_and_an_alert_keeps_rtlas_analysis(guest, guest
         with capsys.disabled():
             for name in unread:
                 print(f"[monitor guest] an analysis results/timerlat.py does not read, {name}:\n{outputs[name]}")
-    alerts = [w for w in read_windows(folder) if w.alert]
+    again = read_windows(folder)  # fetched again and again: each window once
+    assert len(again) >= len(stored) and len({w.key for w in again}) == len(again)
+    alerts = [w for w in again if w.alert]
     assert alerts and any((folder / w.alert["evidence"] / "spikes.csv").exists() for w in alerts)
 
     assert main(["trend", host, *rd]) == 0
     out = capsys.readouterr().out
-    assert guest_image.stock_release in out and guest_image.rt_release in out and "1 kernel changes" in out
+    assert image.stock_release in out and image.rt_release in out and "1 kernel changes" in out
+
+    assert main(["monitor", "stop", "guest", "--uninstall", *ssh]) == 0
+    assert guest.ssh(f"systemctl is-active {UNIT}", check=False).stdout.strip() in ("inactive", "unknown")
+    assert guest.ssh(f"test -e /etc/systemd/system/{UNIT}", check=False).returncode == 1
+    assert guest.ssh(f"test -s {STATE}/state").returncode == 0  # the windows stay

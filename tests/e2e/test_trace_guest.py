@@ -1,6 +1,7 @@
 """`rtforge latency HOST --trace` for real: the QEMU PC guest runs Debian's
-PREEMPT_RT kernel (its config has CONFIG_TIMERLAT_TRACER=y) and rtla 6.12
-from bookworm-backports, and a spike is provoked on purpose -- a busy
+PREEMPT_RT kernel (deployed by rtforge once per session,
+tests/support/rtguest.py; its config has CONFIG_TIMERLAT_TRACER=y) and rtla
+6.12 from bookworm-backports, and a spike is provoked on purpose -- a busy
 SCHED_FIFO 99 thread on the measured CPU, above the probe (90) and rtla
 (89).  rtla's auto-analysis, read back by rtforge, must name that thread.
 
@@ -16,31 +17,16 @@ import json
 import pytest
 
 from rtforge.cli import main
-from rtforge.device import SshTransport
-from rtforge.device.deploy.deb import deploy_grub, read_deb
-from rtforge.device.transport.device import Device
 from rtforge.results.store import Store
+
+from ..support.rtguest import HOG, HOG_CMD
 
 pytestmark = [pytest.mark.slow, pytest.mark.root, pytest.mark.guest]
 
-HOG = "rtforge-hog"
-# perl-base is in every Debian root; $0 sets the thread's comm on Linux.  The
-# busy loop is counted, not timed (Time::HiRes is not in perl-base): under TCG
-# it takes well over 100 ms, then it sleeps 1.5 s (select) and again.
-HOG_CMD = (f"nohup chrt -f 99 taskset -c 0 perl -e '$0 = \"{HOG}\"; "
-           "while (1) { for (my $i = 0; $i < 4e6; $i++) {} select(undef, undef, undef, 1.5) }' "
-           ">/dev/null 2>&1 </dev/null &")
 
-
-def _rt_guest(guest, guest_image):
-    deb = next(d for d in guest_image.rt_debs if d.name.startswith(f"linux-image-{guest_image.rt_release}_"))
-    result = deploy_grub(Device(SshTransport("guest", ssh_config=guest.ssh_config)), read_deb(deb), timeout_s=900)
-    assert result.ok, result.message
+def test_trace_names_the_busy_fifo_thread_that_made_the_spike(rt_guest, tmp_path, capsys):
+    guest = rt_guest
     assert "PREEMPT_RT" in guest.ssh("uname -v").stdout.split()
-
-
-def test_trace_names_the_busy_fifo_thread_that_made_the_spike(guest, guest_image, tmp_path, capsys):
-    _rt_guest(guest, guest_image)
     rd = ["--results-dir", str(tmp_path / "results")]
     ssh = ["--ssh-config", str(guest.ssh_config)]
     guest.ssh(HOG_CMD)
