@@ -35,7 +35,8 @@ from pathlib import Path
 
 from rtforge import paths
 
-from .guestimage import MIRROR, _remove, _run_logged, default_cache
+from .fixturecache import fixture_cache
+from .guestimage import MIRROR, _remove, _run_logged
 from .qemu_user import binfmt_line
 
 SUITE = "bookworm"
@@ -112,7 +113,7 @@ def arm64_root(dest: Path, progress=_say) -> Path:
 
 
 def ensure_root(cache: Path | None = None, progress=_say) -> Path:
-    base = (Path(cache) if cache else default_cache().parent) / "chroot"
+    base = Path(cache) / "chroot" if cache else fixture_cache("chroot")
     final = base / f"{SUITE}-arm64-{recipe_hash()}"
     if (final / "root" / "usr/bin/gcc").exists():
         return final / "root"

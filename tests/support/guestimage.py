@@ -48,6 +48,7 @@ from pathlib import Path
 
 from rtforge import paths
 
+from .fixturecache import fixture_cache
 from .guest import SUDO_USER, Guest, die_with_parent, start_guest
 
 SUITE, MIRROR = "bookworm", "http://deb.debian.org/debian"
@@ -91,8 +92,7 @@ def recipe_hash() -> str:
 
 
 def default_cache() -> Path:
-    base = os.environ.get("RTFORGE_CACHE_DIR") or Path(__file__).resolve().parents[2] / ".cache" / "rtforge"
-    return Path(base) / "guest"
+    return fixture_cache("guest")
 
 
 @dataclass
