@@ -209,6 +209,24 @@ def src73():
 
 
 @pytest.fixture(scope="module")
+def rpi_git(src612):
+    """The raspberrypi/linux stand-in (tests/support/rpirepo.py) and the
+    commit its tag names; rtforge fetches it while the module runs."""
+    from rtforge.kernel.sources import ENV_RPI_GIT_URL
+
+    from .support.rpirepo import rpi_layout_repo
+
+    repo, commit = rpi_layout_repo(src612)
+    old = os.environ.get(ENV_RPI_GIT_URL)
+    os.environ[ENV_RPI_GIT_URL] = f"file://{repo}"
+    yield repo, commit
+    if old is None:
+        os.environ.pop(ENV_RPI_GIT_URL, None)
+    else:
+        os.environ[ENV_RPI_GIT_URL] = old
+
+
+@pytest.fixture(scope="module")
 def kernel_cache_cleanup():
     """Cache entries a test module made (they carry a nonce) go after it;
     the Debian trees stay, that is the point of the cache.  Modules opt in

@@ -19,7 +19,13 @@ exact version -- is matched, built with RT, and then:
     guest's page size 4K; the module with a non-RT kernel's vermagic is
     refused by the kernel and fails the same boot test.
 
-Cold: ~10 min of building (2 cores); warm: the build directory and ccache
+Then the same for a Raspberry Pi OS board (linux-image-6.12.117+rpt-rpi-v8,
+its changelog naming the tag of the raspberrypi/linux stand-in,
+tests/support/rpirepo.py): matched from that tag, compiled and packaged for
+the pi4-64 board, its .config differing from the board's only by what the
+report lists.
+
+Cold: ~13 min of building (2 cores); warm: the build directory and ccache
 are kept in the checkout's .cache/.
 """
 
@@ -37,7 +43,7 @@ from rtforge.device import LocalTransport
 from rtforge.device.deploy.bundle import open_bundle
 from rtforge.kernel.boottest import boot_test
 from rtforge.kernel.build import BuildSpec, build_kernel
-from rtforge.kernel.kconfig import read_config
+from rtforge.kernel.kconfig import parse_config, read_config
 from rtforge.kernel.running import read_running
 from rtforge.kernel.sources import prepare_source
 from rtforge.results.store import Store
@@ -61,11 +67,11 @@ CONFIG_LOCALVERSION="-arm64"
 """
 
 
-def kbuild_config(tree: Path, work: Path) -> str:
+def kbuild_config(tree: Path, work: Path, localversion: str = "-arm64") -> str:
     """The simulated board's configuration, made by Kbuild (not by rtforge)."""
     make = ["make", "-s", "-C", str(tree), f"O={work}", "ARCH=arm64", "CROSS_COMPILE=aarch64-linux-gnu-"]
     subprocess.run([*make, "allnoconfig"], check=True, capture_output=True)
-    (work / "board.config").write_text(BOARD_OPTIONS)
+    (work / "board.config").write_text(BOARD_OPTIONS.replace('"-arm64"', f'"{localversion}"'))
     subprocess.run(["bash", str(tree / "scripts/kconfig/merge_config.sh"), "-m", "-O", str(work),
                     str(work / ".config"), str(FRAGMENTS / "qemu-virt-arm64.config"), str(work / "board.config")],
                    cwd=work, check=True, capture_output=True)
@@ -183,3 +189,52 @@ def test_boot_test_loads_the_module(matched, module, tmp_path):
     console = r.console_log.read_text(errors="replace")
     assert not r.passed and r.sentence.endswith("rtforge_hello.ko did not load: Exec format error"), r.sentence
     assert "rtforge_hello: version magic" in console and "should be" in console
+
+
+# --- a Raspberry Pi OS board: its kernel's tag in the raspberrypi/linux stand-in ---
+PI4 = "Raspberry Pi 4 Model B Rev 1.4"
+ARM64_IMAGE_MAGIC = b"ARM\x64"   # at offset 56 of an arm64 Image (the kernel's booting.rst)
+
+
+@pytest.fixture(scope="module")
+def rpios_matched(rpi_git, tmp_path_factory):
+    """A simulated Raspberry Pi OS 64-bit Pi 4 (linux-image-6.12.117+rpt-rpi-v8, its changelog naming
+    the tag) running a small configuration Kbuild made (that of the board above, with -v8): matched
+    and built for the pi4-64 board from the tag rtforge fetches.  The full Raspberry Pi configuration
+    is matched in tests/integration/test_kernel_match_config.py (configured only: it builds for an
+    hour and more); here the kernel is compiled and packaged."""
+    from ..support.rpirepo import TAG
+    from ..support.runningboards import rpios
+
+    repo, _ = rpi_git
+    work = tmp_path_factory.mktemp("rpios")
+    config = kbuild_config(repo, work / "kconfig", localversion="-v8")
+    root = rpios("6.12.117+rpt-rpi-v8", "aarch64", PI4, "arm64", config=config,
+                 changelog_lines=[f"Built from {TAG}"]).write(work / "board")
+    running = read_running(LocalTransport(), str(root))
+    result = build_kernel(BuildSpec(board="pi4-64", match=running, match_host="local", dist=work / "dist",
+                                    debs=False))
+    return result, running, config
+
+
+def test_a_raspberry_pi_os_board_gets_its_own_kernel_with_rt_only(rpios_matched, rpi_git):
+    from ..support.rpirepo import TAG
+
+    result, running, config = rpios_matched
+    _, commit = rpi_git
+    plan = result.match
+    assert plan.spec == f"rpi:{TAG}" and plan.exact and not plan.instead, plan.instead
+    bundle = open_bundle(result.dist)
+    bundle.verify()
+    assert commit in bundle.manifest["source_id"], bundle.manifest["source_id"]
+    # a kernel was built: the bundle's image is an arm64 Image
+    image = next(p for p in (bundle.root / "boot").iterdir() if p.suffix == ".img")
+    assert image.read_bytes()[56:60] == ARM64_IMAGE_MAGIC, image
+    built = read_config(bundle.member(f"config-{result.release}"))
+    before = parse_config(config)    # what Kbuild wrote for the board, not what rtforge read of it
+    differ = {s for s in set(before) | set(built) if before.get(s, "n") != built.get(s, "n")}
+    reported = {d["symbol"]: d for d in bundle.manifest["match"]["differences"]}
+    assert differ == set(reported), (differ ^ set(reported))
+    assert built["PREEMPT_RT"] == "y" and built["LOCALVERSION"] == '"-v8"' == before["LOCALVERSION"]
+    assert not [d for d in reported.values() if d["kind"] == "kconfig"], "every difference has a cause"
+    assert result.release.startswith("6.12.117-v8"), result.release

@@ -3,12 +3,8 @@ Raspberry Pi OS kernels (64-bit Pi 4, Pi 5 with 16K pages, 32-bit Pi 4) and
 Debian's own arm64 kernel, matched and configured, nothing compiled (a full
 Pi configuration builds for an hour and more: bench/pi_matrix.py).
 
-The raspberrypi/linux stand-in is a local git repository made from
-Debian's 6.12 tree with the Raspberry Pi defconfigs rtforge's board files
-name (bcm2711_defconfig: arm64 defconfig with -v8; bcm2712_defconfig: with
-16K pages and -v8-16k; arm's bcm2711_defconfig: multi_v7 with LPAE and
--v7l), on a branch rpi-6.12.y with a tag, fetched by rtforge through
-RTFORGE_RPI_GIT_URL exactly as it fetches github.com/raspberrypi/linux.
+The raspberrypi/linux stand-in is tests/support/rpirepo.py's (the
+conftest's rpi_git fixture).
 The boards' running configurations are made from those defconfigs by Kbuild
 here, not by rtforge.  Debian's board runs Debian's real arm64
 configuration (the linux-config-6.12 package of the installed
@@ -16,10 +12,7 @@ linux-source-6.12's version, fetched by rtforge's own apt for arm64)."""
 
 from __future__ import annotations
 
-import hashlib
 import lzma
-import os
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -32,51 +25,12 @@ from rtforge.kernel import fetch
 from rtforge.kernel.build import BuildSpec, build_kernel
 from rtforge.kernel.kconfig import read_config
 from rtforge.kernel.running import read_running
-from rtforge.kernel.sources import ENV_RPI_GIT_URL
 
-from ..support.kernelsrc import GIT_ENV
+from ..support.rpirepo import TAG
 from ..support.runningboards import debian, rpios
 
 pytestmark = [pytest.mark.slow, pytest.mark.kernel, pytest.mark.usefixtures("kernel_cache_cleanup")]
 PI4, PI5 = "Raspberry Pi 4 Model B Rev 1.4", "Raspberry Pi 5 Model B Rev 1.0"
-TAG = "stable_20251117"
-DEFCONFIGS = {  # path in the tree: (the defconfig it starts from, lines added)
-    "arch/arm64/configs/bcm2711_defconfig": ("arch/arm64/configs/defconfig", 'CONFIG_LOCALVERSION="-v8"\n'),
-    "arch/arm64/configs/bcm2712_defconfig": ("arch/arm64/configs/defconfig",
-                                            'CONFIG_LOCALVERSION="-v8-16k"\nCONFIG_ARM64_16K_PAGES=y\n'),
-    "arch/arm/configs/bcm2711_defconfig": ("arch/arm/configs/multi_v7_defconfig",
-                                          'CONFIG_LOCALVERSION="-v7l"\nCONFIG_ARM_LPAE=y\n'),
-}
-
-
-@pytest.fixture(scope="module")
-def rpi_git(src612):
-    """A raspberrypi/linux-layout repository of the full 6.12 tree, made
-    once per recipe and kept in the test cache (git add of 86 000 files: a
-    minute), and the commit its tag names."""
-    recipe = hashlib.sha256((repr(DEFCONFIGS) + src612.source_id).encode()).hexdigest()[:12]
-    repo = fetch.kernel_cache().parent / "test-repos" / f"rpi-layout-{recipe}"
-    if not (repo / ".git" / "rtforge-complete").exists():
-        shutil.rmtree(repo, ignore_errors=True)
-        repo.parent.mkdir(parents=True, exist_ok=True)
-        # hard links: the tree is never written in place, only new files are added
-        subprocess.run(["cp", "-al", str(src612.path), str(repo)], check=True)
-        (repo / ".gitignore").unlink()       # Debian's ignores everything at the top: not raspberrypi/linux's
-        for rel, (base, extra) in DEFCONFIGS.items():
-            (repo / rel).write_text((src612.path / base).read_text() + extra)
-        for args in (["init", "-q", "-b", "rpi-6.12.y"], ["add", "-f", "-A"], ["commit", "-qm", "Linux 6.12"],
-                     ["tag", "-a", TAG, "-m", TAG]):
-            subprocess.run(["git", *args], cwd=repo, env=GIT_ENV, check=True, capture_output=True)
-        (repo / ".git" / "rtforge-complete").touch()
-    commit = subprocess.run(["git", "rev-parse", f"{TAG}^{{}}"], cwd=repo, capture_output=True, text=True,
-                            check=True).stdout.strip()
-    old = os.environ.get(ENV_RPI_GIT_URL)
-    os.environ[ENV_RPI_GIT_URL] = f"file://{repo}"
-    yield repo, commit
-    if old is None:
-        os.environ.pop(ENV_RPI_GIT_URL, None)
-    else:
-        os.environ[ENV_RPI_GIT_URL] = old
 
 
 def running_config(tree: Path, work: Path, arch: str, cross: str, defconfig: str) -> str:
