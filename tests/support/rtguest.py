@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rtforge.device.deploy.deb import read_deb
+from rtforge.errors import UserError
 
 from .guest import start_guest
 from .guestimage import GuestImage
@@ -69,7 +70,7 @@ def rt_image_deb(image: GuestImage) -> Path:
         try:
             read_deb(deb)
             return deb
-        except Exception:  # the metapackage: read_deb refuses it (tested in test_deploy_grub)
+        except UserError:  # the metapackage: read_deb refuses it (tested in test_deploy_grub)
             continue
     raise AssertionError(f"no kernel image package among {image.rt_debs}")
 
