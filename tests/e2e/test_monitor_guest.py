@@ -152,7 +152,8 @@ def test_reboot_into_another_kernel_then_an_alert_keeps_rtlas_analysis(rt_guest,
     finally:
         guest.ssh(f"pkill -x {HOG}", check=False)
     spikes = [s for text in outputs.values() for s in parse_timerlat(text)]
-    assert all(s["cpu"] == 0 and s["total_us"] >= 20_000 for s in spikes), spikes  # rtla stopped over the threshold
+    # rtla stopped over the threshold (a spike beyond its range it prints negative: tests/integration/test_trace.py)
+    assert all(s["cpu"] == 0 and (s["total_us"] >= 20_000 or s["total_us"] < 0) for s in spikes), spikes
     figure(capsys, "rtla outputs kept / analyses read / naming the hog",
            (len(outputs), len(spikes), sum(map(names_the_hog, spikes))))
     unread = [name for name, text in outputs.items() if "hit stop tracing" in text and not parse_timerlat(text)]

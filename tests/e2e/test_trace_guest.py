@@ -30,8 +30,10 @@ def test_trace_names_the_busy_fifo_thread_that_made_the_spike(rt_guest, tmp_path
     rd = ["--results-dir", str(tmp_path / "results")]
     ssh = ["--ssh-config", str(guest.ssh_config)]
     guest.ssh(HOG_CMD)
-    # 45 s: once in CI, a 25 s run had rtla analyse no spike at all (cause not
-    # found; the same test passed here alone): more of the hog's bursts
+    # 45 s: many of the hog's bursts.  Twice in CI rtla's analyses gave no
+    # spike: the bursts took over 2 s there, rtla printed them as negative
+    # latencies and the parser dropped such blocks (it reads them now, and
+    # the bursts are shorter: tests/support/rtguest.py)
     hog_pid = guest.ssh(f"pgrep -x {HOG}").stdout.split()
     assert len(hog_pid) == 1, "the hog did not start"
     try:
@@ -47,7 +49,8 @@ def test_trace_names_the_busy_fifo_thread_that_made_the_spike(rt_guest, tmp_path
     spikes = trace["spikes"]
     assert spikes, f"rtla analysed no spike: {trace}"
     # every analysis was a stop over the threshold, on the measured CPU
-    assert all(s["cpu"] == 0 and s["total_us"] >= 20_000 for s in spikes), spikes
+    # rtla stops over the threshold (a spike beyond its range it prints negative: tests/integration/test_trace.py)
+    assert all(s["cpu"] == 0 and (s["total_us"] >= 20_000 or s["total_us"] < 0) for s in spikes), spikes
     hog = f"{HOG}:{hog_pid[0]}"
 
     def names_the_hog(s) -> bool:

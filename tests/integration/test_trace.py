@@ -164,6 +164,22 @@ def test_a_breakdown_that_does_not_add_up_blames_no_one():
                                    "in a 1532421.1 µs latency), a clock jump rather than a thread")
 
 
+def test_a_negative_latency_is_read_and_blames_no_one():
+    """Real rtla output from the TCG guest (CI, 2026-11-27): a 2.2 s spike
+    (the probe's own figure at that moment: 2213604 µs) printed as a
+    negative thread latency with negative shares.  Before, the block was
+    dropped and its thread list read into the IRQ interference."""
+    (s,) = timerlat.parse(_fixture("negative-thread-latency.txt"))
+    assert s["kind"] == "thread" and s["total_us"] == -2081686.34
+    assert s["parts"]["thread"] == {"us": 799796.22, "pct": -38.42}
+    assert [(t["name"], t["number"]) for t in s["interference"]["thread"]] == \
+        [("rtla", 361), ("rtforge-hog", 275), ("rtprobe", 364)]
+    assert {i["name"] for i in s["interference"]["irq"]} == {"local_timer"}
+    assert len(s["interference"]["irq"]) == 197
+    assert timerlat.culprit(s) == ("no one to blame: rtla printed a negative latency (-2081686.3 µs), a figure "
+                                   "out of its range, not a time")
+
+
 def test_parse_ignores_other_output():
     assert timerlat.parse("") == []
     assert timerlat.parse("rtla timerlat hit stop tracing\nSaving trace to timerlat_trace.txt\n") == []

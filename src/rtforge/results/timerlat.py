@@ -37,7 +37,9 @@ from . import rawfile
 MAX_TRACE_FILES = 1000
 
 _HIT = re.compile(r"^## CPU (\d+) hit stop tracing")
-_NUM = r"([0-9]+(?:\.[0-9]+)?)"
+# signed: rtla prints a latency beyond its range as a negative number (seen in a TCG guest: a 2.2 s
+# spike printed as -2081686.34 us, its shares negative too); such a block is read, and blames no one
+_NUM = r"(-?[0-9]+(?:\.[0-9]+)?)"
 _PART = re.compile(rf"^\s*(IRQ handler delay|IRQ latency|Timerlat IRQ duration|Blocking thread|NMI interference|"
                    rf"IRQ interference|Softirq interference|Thread interference):?\s*(\(exit from idle\))?\s*"
                    rf"(?:{_NUM} us)?(?:\s*\({_NUM} ?%\))?\s*$")
@@ -124,6 +126,9 @@ def culprit(s: dict[str, Any]) -> str:
     who = f"{b['comm']}:{b['pid']}" if b.get("comm") else "an unknown thread"
     frame = interrupted_frame(s["stack"])
     where = f" in {frame}" if frame else ""
+    if s["total_us"] is not None and s["total_us"] < 0:
+        return (f"no one to blame: rtla printed a negative latency ({_us(s['total_us'])}), a figure out of its "
+                f"range, not a time")
     over = {k: v for k, v in parts.items() if s["total_us"] is not None and v > s["total_us"]}
     if over:  # the parts of a latency cannot exceed it: the clock jumped (seen under emulation)
         k = max(over, key=lambda name: over[name])
