@@ -154,14 +154,10 @@ def guest(guest_image, tmp_path):
     """A pristine guest (own qcow2 overlay on the cached image), booted through
     GRUB and answering SSH: `ssh -F guest.ssh_config guest` (root) or
     `guest-sudo`; see tests/guest.py for the rest of its API."""
-    from .support.guest import start_guest
+    from .support.guest import running_guest
 
-    g = start_guest(guest_image, tmp_path / "guest")
-    yield g
-    g.stop()
-    # pytest keeps the last runs' tmp dirs: keep the console log, not the
-    # overlay (up to ~0.6 GiB after a kernel install)
-    (g.dir / "disk.qcow2").unlink(missing_ok=True)
+    with running_guest(guest_image, tmp_path / "guest") as g:
+        yield g
 
 
 @pytest.fixture(scope="session")
@@ -178,14 +174,12 @@ def rt_guest_image(guest_image, tmp_path_factory):
 def rt_guest(rt_guest_image, tmp_path):
     """A pristine guest booting the deployed RT kernel by default (its own
     overlay on the deployed disk)."""
-    from .support.guest import start_guest
+    from .support.guest import running_guest
 
     if not rt_guest_image.ok:
         pytest.fail(f"the RT kernel could not be deployed on the guest: {rt_guest_image.why()}")
-    g = start_guest(rt_guest_image, tmp_path / "guest")
-    yield g
-    g.stop()
-    (g.dir / "disk.qcow2").unlink(missing_ok=True)
+    with running_guest(rt_guest_image, tmp_path / "guest") as g:
+        yield g
 
 
 # --- Debian's kernel trees, extracted once into the cache (tests/support/kernelsrc.py) ---
@@ -217,13 +211,9 @@ def rpi_git(src612):
     from .support.rpirepo import rpi_layout_repo
 
     repo, commit = rpi_layout_repo(src612)
-    old = os.environ.get(ENV_RPI_GIT_URL)
-    os.environ[ENV_RPI_GIT_URL] = f"file://{repo}"
-    yield repo, commit
-    if old is None:
-        os.environ.pop(ENV_RPI_GIT_URL, None)
-    else:
-        os.environ[ENV_RPI_GIT_URL] = old
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(ENV_RPI_GIT_URL, f"file://{repo}")
+        yield repo, commit
 
 
 @pytest.fixture(scope="module")

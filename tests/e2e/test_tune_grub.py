@@ -26,12 +26,10 @@ WORDS = ["isolcpus=managed_irq,domain,1", "nohz_full=1", "rcu_nocbs=1", "irqaffi
 
 @pytest.fixture
 def pc(guest_image, tmp_path):
-    from ..support.guest import start_guest
+    from ..support.guest import running_guest
 
-    g = start_guest(guest_image, tmp_path / "guest", cpus=2)
-    yield g
-    g.stop()
-    (g.dir / "disk.qcow2").unlink(missing_ok=True)
+    with running_guest(guest_image, tmp_path / "guest", cpus=2) as g:
+        yield g
 
 
 def exists(g, path: str) -> bool:

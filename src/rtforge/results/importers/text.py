@@ -353,8 +353,7 @@ def _from_summary_lines(src: Source, s: Scan) -> Parsed:
     values = {k: v[:n] for k, (_, v) in f.items()}  # -H appends a total to Total, Max and Overflows
     latest = last_status("\n".join(line for _, line in s.statuses))
     if "Total" in values:
-        overflow = values.get("Histogram Overflows", [0] * n)
-        counts = [values["Total"][j] + overflow[j] for j in range(n)]
+        counts = [values["Total"][j] + values["Histogram Overflows"][j] for j in range(n)]
     elif len(latest) == n:
         counts = [latest[t]["cycles"] for t in sorted(latest)]
     else:
