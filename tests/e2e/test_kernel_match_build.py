@@ -49,7 +49,8 @@ from rtforge.kernel.sources import prepare_source
 from rtforge.results.store import Store
 
 from ..support.qemu_user import EM_AARCH64, elf_facts
-from ..support.runningboards import debian
+from ..support.rpirepo import TAG
+from ..support.runningboards import debian, rpios
 
 pytestmark = [pytest.mark.root, pytest.mark.slow, pytest.mark.kernel, pytest.mark.guest]
 FRAGMENTS = Path(__file__).resolve().parents[2] / "src/rtforge/data/fragments"
@@ -79,6 +80,13 @@ def kbuild_config(tree: Path, work: Path, localversion: str = "-arm64") -> str:
     return (work / ".config").read_text()
 
 
+def differing(before: dict[str, str], built: dict[str, str]) -> set[str]:
+    """The symbols two .config files disagree on.  Kconfig writes a bool only
+    when it is visible: a missing one is n (and a missing int or string is
+    no value, which no n equals either way)."""
+    return {s for s in set(before) | set(built) if before.get(s, "n") != built.get(s, "n")}
+
+
 @pytest.fixture(scope="module")
 def matched(src612, tmp_path_factory):
     work = tmp_path_factory.mktemp("match")
@@ -101,9 +109,7 @@ def test_only_rt_and_what_the_report_lists_differ(matched):
     before = read_config(bundle.member(f"match/config-{running.release}"))
     assert before == read_config(root / f"boot/config-{running.release}")    # the board's own file, kept
 
-    # Kconfig writes a bool only when it is visible: a missing one is n (and a
-    # missing int or string is no value, which no n equals either way)
-    differ = {s for s in set(before) | set(built) if before.get(s, "n") != built.get(s, "n")}
+    differ = differing(before, built)
     reported = {d["symbol"]: d for d in bundle.manifest["match"]["differences"]}
     assert differ == set(reported), (differ ^ set(reported))
     assert built["PREEMPT_RT"] == "y" and before.get("PREEMPT_RT", "n") == "n"
@@ -203,9 +209,6 @@ def rpios_matched(rpi_git, tmp_path_factory):
     and built for the pi4-64 board from the tag rtforge fetches.  The full Raspberry Pi configuration
     is matched in tests/integration/test_kernel_match_config.py (configured only: it builds for an
     hour and more); here the kernel is compiled and packaged."""
-    from ..support.rpirepo import TAG
-    from ..support.runningboards import rpios
-
     repo, _ = rpi_git
     work = tmp_path_factory.mktemp("rpios")
     config = kbuild_config(repo, work / "kconfig", localversion="-v8")
@@ -214,13 +217,11 @@ def rpios_matched(rpi_git, tmp_path_factory):
     running = read_running(LocalTransport(), str(root))
     result = build_kernel(BuildSpec(board="pi4-64", match=running, match_host="local", dist=work / "dist",
                                     debs=False))
-    return result, running, config
+    return result, config
 
 
 def test_a_raspberry_pi_os_board_gets_its_own_kernel_with_rt_only(rpios_matched, rpi_git):
-    from ..support.rpirepo import TAG
-
-    result, running, config = rpios_matched
+    result, config = rpios_matched
     _, commit = rpi_git
     plan = result.match
     assert plan.spec == f"rpi:{TAG}" and plan.exact and not plan.instead, plan.instead
@@ -232,7 +233,7 @@ def test_a_raspberry_pi_os_board_gets_its_own_kernel_with_rt_only(rpios_matched,
     assert image.read_bytes()[56:60] == ARM64_IMAGE_MAGIC, image
     built = read_config(bundle.member(f"config-{result.release}"))
     before = parse_config(config)    # what Kbuild wrote for the board, not what rtforge read of it
-    differ = {s for s in set(before) | set(built) if before.get(s, "n") != built.get(s, "n")}
+    differ = differing(before, built)
     reported = {d["symbol"]: d for d in bundle.manifest["match"]["differences"]}
     assert differ == set(reported), (differ ^ set(reported))
     assert built["PREEMPT_RT"] == "y" and built["LOCALVERSION"] == '"-v8"' == before["LOCALVERSION"]
