@@ -139,13 +139,13 @@ void prom_write(struct soak *k)
     for (int z = 0; z < k->last_tel.nzones && k->last_tel_samples; z++)
         if (k->last_tel.temp_mc[z] != LLONG_MIN) {
             if (!temps++)
-                head(f, "temperature_celsius", "gauge", "The hottest reading of each thermal zone in the last window.");
+                head(f, "temperature_celsius", "gauge", "The hottest reading of each thermal zone in the last window that read it.");
             fprintf(f, PFX "temperature_celsius{zone=\"%d\",type=", k->zone_no[z]);
             label(f, k->zone_type[z]);
             fprintf(f, "} %.3f\n", (double)k->last_tel.temp_mc[z] / 1000.0);
         }
     if (k->last_tel_samples && k->last_tel.throttled >= 0) {
-        head(f, "throttled", "gauge", "Raspberry Pi firmware flags seen in the last window (1: at least once).");
+        head(f, "throttled", "gauge", "Raspberry Pi firmware flags seen in the last window that read them (1: at least once).");
         for (unsigned i = 0; i < sizeof FLAGS / sizeof *FLAGS; i++)
             fprintf(f, PFX "throttled{flag=\"%s\"} %d\n", FLAGS[i].flag, (int)((k->last_tel.throttled >> FLAGS[i].bit) & 1));
     }

@@ -273,11 +273,13 @@ static void close_window(struct soak *k, int64_t w, int64_t end_mono)
 
     agg_add(&k->hour, start_s - start_s % 3600, start, end, partial, alert, spikes, a, k->nzones);
     agg_add(&k->day, start_s - start_s % 86400, start, end, partial, alert, spikes, a, k->nzones);
-    k->last_tel.nzones = k->nzones;
-    for (int z = 0; z < k->nzones; z++)
-        k->last_tel.temp_mc[z] = a->tmax[z];
-    k->last_tel.throttled = a->throttled;
-    k->last_tel_samples = a->samples;
+    if (a->samples) { /* a window too short to read the sensors (the last, cut at a stop) keeps the gauges */
+        k->last_tel.nzones = k->nzones;
+        for (int z = 0; z < k->nzones; z++)
+            k->last_tel.temp_mc[z] = a->tmax[z];
+        k->last_tel.throttled = a->throttled;
+        k->last_tel_samples = a->samples;
+    }
     a->win = -1;
     k->closed++;
     k->windows_total++;
