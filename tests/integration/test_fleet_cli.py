@@ -47,6 +47,17 @@ def test_an_inventory_ansible_cannot_read_is_refused(tmp_path, capsys):
     assert code == 2 and err.startswith("rtforge: error: reading the inventory") and len(err.splitlines()) == 1
 
 
+def test_a_users_ansible_verbosity_does_not_break_reading_the_inventory(tmp_path, capsys, monkeypatch):
+    """ANSIBLE_VERBOSITY makes ansible-inventory and ansible print lines of their own before their answer
+    (it was read as JSON and as host names: a traceback)."""
+    monkeypatch.setenv("ANSIBLE_VERBOSITY", "4")
+    inv = tmp_path / "lab.ini"
+    inv.write_text(nowhere(2))
+    code, out, err = cli(capsys, "fleet", "doctor", str(inv), "--results-dir", str(tmp_path / "r"))
+    assert "Traceback" not in err and code == 1, err
+    assert re.findall(r"^\s*(pi-0[12])\s+│\s+unreachable", out, re.M) == ["pi-01", "pi-02"], out
+
+
 @pytest.mark.slow
 def test_a_bad_variable_names_its_board_before_anything_starts(tmp_path, capsys):
     inv = tmp_path / "lab.ini"

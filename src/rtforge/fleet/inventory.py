@@ -56,8 +56,10 @@ class Inventory:
 
 def _ansible(argv: list[str], what: str) -> str:
     try:
-        p = subprocess.run(argv, capture_output=True, text=True, env=ansible_env(), timeout=TIMEOUT_S,
-                           stdin=subprocess.DEVNULL)
+        # verbosity (a user's ANSIBLE_VERBOSITY or ansible.cfg) prints lines of its own on the standard output
+        # these commands answer on: what they answer must be alone there
+        p = subprocess.run(argv, capture_output=True, text=True, env=ansible_env({"ANSIBLE_VERBOSITY": "0"}),
+                           timeout=TIMEOUT_S, stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired:
         raise UserError(f"{what} took more than {TIMEOUT_S} s: is an inventory plugin waiting on a network?") from None
     if p.returncode:
@@ -85,8 +87,12 @@ def load(source: str, limit: str | None = None) -> Inventory:
     """The inventory's hosts (those the limit names) and their variables."""
     check_source(source)
     require_ansible("rtforge fleet")
-    listed = json.loads(_ansible(["ansible-inventory", "-i", source, "--list"],
-                                 f"reading the inventory {shown(source, 400)} (ansible-inventory)") or "{}")
+    what = f"reading the inventory {shown(source, 400)} (ansible-inventory)"
+    try:
+        listed = json.loads(_ansible(["ansible-inventory", "-i", source, "--list"], what) or "{}")
+    except ValueError:
+        raise UserError(f"{what} gave no inventory: run ansible-inventory -i {shown(source, 400)} --list "
+                        "and see what it prints") from None
     hostvars = (listed.get("_meta") or {}).get("hostvars") or {}
     groups = {g: list(v.get("hosts") or []) for g, v in listed.items() if g != "_meta" and isinstance(v, dict)}
     argv = ["ansible", "all", "-i", source, "--list-hosts"] + (["--limit", limit] if limit else [])
