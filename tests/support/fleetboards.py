@@ -29,7 +29,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .procs import free_port, pids, proc_stat
+from .procs import free_ports, pids, proc_stat
 
 SSHD = "/usr/sbin/sshd"
 _DIR = re.compile(r"rtforge-rack-t([0-9]+)-.*")
@@ -67,9 +67,9 @@ class Rack:
             (base / "authorized_keys").write_text((base / "id_ed25519.pub").read_text())
             host_pub = (base / "host_key.pub").read_text().split()
             known = []
-            for i in range(1, n + 1):
+            *ports, rack.dead_port = free_ports(n + 1)   # the last: nothing listens there, an unreachable board
+            for i, port in enumerate(ports, 1):
                 name = f"{prefix}-{i:02d}"
-                port = free_port()
                 (base / f"sshd-{name}.conf").write_text(_sshd_config(base, port, name))
                 known.append(f"[127.0.0.1]:{port} {host_pub[0]} {host_pub[1]}\n")
                 rack.boards[name] = Board(name, port, _holder(base, name))
@@ -77,7 +77,6 @@ class Rack:
             for b in rack.boards.values():
                 rack._wait_ready(b)
                 rack.restore(b.name)
-            rack.dead_port = free_port()   # nothing listens there: an unreachable board
         except BaseException:
             rack.stop()
             raise
