@@ -189,3 +189,21 @@ def test_the_collection_runs_from_ansible_playbook_itself(tmp_path):
     assert p.returncode == 2, p.stdout + p.stderr                # the board failed: Ansible's own exit status
     assert '"outcome": "unreachable"' in p.stdout and "pi-01" in p.stdout
     assert "Host pi-01" in (tmp_path / "ssh_config").read_text()
+
+
+@pytest.mark.parametrize("module, args, says", [
+    ("latency", "host=pi-01 loops=many", "argument 'loops' is of type"),
+    ("fetch", "host=pi-01 colour=red", "Unsupported parameters"),
+])
+def test_the_modules_arguments_are_checked_by_ansibles_own_validator(tmp_path, module, args, says):
+    """The modules run in Ansible's worker (their action plugins): their arguments are still checked against
+    each module's ARGUMENT_SPEC, as a module's are, before rtforge is run."""
+    from rtforge.fleet.playbook import COLLECTIONS
+
+    env = {**os.environ, "ANSIBLE_COLLECTIONS_PATH": str(COLLECTIONS), "ANSIBLE_NOCOLOR": "1",
+           "ANSIBLE_LOAD_CALLBACK_PLUGINS": "1", "ANSIBLE_STDOUT_CALLBACK": "json"}
+    p = subprocess.run(["ansible", "all", "-i", "pi-01,", "-c", "local", "-m", f"rtforge.rtforge.{module}",
+                        "-a", args], capture_output=True, text=True, env=env, timeout=120, stdin=subprocess.DEVNULL)
+    result = json.loads(p.stdout)["plays"][0]["tasks"][0]["hosts"]["pi-01"]
+    assert p.returncode == 2 and result["failed"] and result["outcome"] == "refused"
+    assert says in result["msg"]

@@ -26,17 +26,22 @@ message: {description: "rtforge's last word: what the board boots now", type: st
 steps: {description: the steps rtforge went through, type: list, returned: always}
 """
 
-from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-
 from ansible_collections.rtforge.rtforge.plugins.module_utils import runner  # noqa: E402
 
 
+ARGUMENT_SPEC = dict(
+    host=dict(type="str", required=True), ssh_config=dict(type="path"),
+    rtforge=dict(type="list", elements="str", default=["rtforge"]), bundle=dict(type="path"),
+    official=dict(type="bool", default=False), no_try=dict(type="bool", default=False),
+    timeout=dict(type="str", default="5m"))
+
+
 def main():
-    module = AnsibleModule(argument_spec=dict(
-        host=dict(type="str", required=True), ssh_config=dict(type="path"),
-        rtforge=dict(type="list", elements="str", default=["rtforge"]), bundle=dict(type="path"),
-        official=dict(type="bool", default=False), no_try=dict(type="bool", default=False),
-        timeout=dict(type="str", default="5m")))
+    from ansible.module_utils.basic import AnsibleModule  # here: the action plugin imports this file without it
+    run(AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=False))
+
+
+def run(module):
     p = module.params
     argv = runner.base_argv(p, "deploy", p["host"])
     if p["bundle"]:

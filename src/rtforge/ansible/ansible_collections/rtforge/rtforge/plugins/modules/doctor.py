@@ -22,18 +22,23 @@ counts: {description: findings per severity (blocks-rt, costs-latency, note), ty
 report: {description: "rtforge doctor's --json report", type: dict, returned: on success}
 """
 
-from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-
 from ansible_collections.rtforge.rtforge.plugins.module_utils import runner  # noqa: E402
 
 DEADLINE_S = 600.0   # doctor reads a board for seconds; a board that hangs it must not hold the play for ever
 
 
+ARGUMENT_SPEC = dict(
+    host=dict(type="str", required=True), ssh_config=dict(type="path"),
+    rtforge=dict(type="list", elements="str", default=["rtforge"]), window_s=dict(type="float"),
+    isolate=dict(type="str"))
+
+
 def main():
-    module = AnsibleModule(argument_spec=dict(
-        host=dict(type="str", required=True), ssh_config=dict(type="path"),
-        rtforge=dict(type="list", elements="str", default=["rtforge"]), window_s=dict(type="float"),
-        isolate=dict(type="str")))
+    from ansible.module_utils.basic import AnsibleModule  # here: the action plugin imports this file without it
+    run(AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=False))
+
+
+def run(module):
     p = module.params
     argv = runner.base_argv(p, "doctor", p["host"]) + ["--json"]
     argv += ["--window-s", str(p["window_s"])] if p["window_s"] is not None else []

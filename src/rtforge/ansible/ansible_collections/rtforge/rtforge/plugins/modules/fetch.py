@@ -21,17 +21,22 @@ runs: {description: the fetched runs' figures, type: list, returned: on success}
 running: {description: ids of runs still measuring on the board, type: list, returned: on success}
 """
 
-from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-
 from ansible_collections.rtforge.rtforge.plugins.module_utils import runner  # noqa: E402
 
 DEADLINE_S = 3600.0   # a fetch copies files of any size; only a board that hangs is cut
 
 
+ARGUMENT_SPEC = dict(
+    host=dict(type="str", required=True), ssh_config=dict(type="path"),
+    rtforge=dict(type="list", elements="str", default=["rtforge"]), results_dir=dict(type="path"))
+
+
 def main():
-    module = AnsibleModule(argument_spec=dict(
-        host=dict(type="str", required=True), ssh_config=dict(type="path"),
-        rtforge=dict(type="list", elements="str", default=["rtforge"]), results_dir=dict(type="path")))
+    from ansible.module_utils.basic import AnsibleModule  # here: the action plugin imports this file without it
+    run(AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=False))
+
+
+def run(module):
     p = module.params
     f = runner.run(runner.base_argv(p, "fetch", p["host"]) + ["--json"], deadline_s=DEADLINE_S)
     result, message = runner.outcome(f, "fetch")

@@ -48,8 +48,6 @@ how: {description: "measured, attached or fetched", type: str, returned: on succ
 summary: {description: the run's figures (max_ns, p99_ns, state, partial, kernel_release, preempt_model), type: dict}
 """
 
-from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-
 from ansible_collections.rtforge.rtforge.plugins.module_utils import runner  # noqa: E402
 
 OPTIONS = (("duration", "--duration"), ("loops", "--loops"), ("interval_us", "--interval-us"),
@@ -89,17 +87,24 @@ def ours(shown, p):
     return (shown.get("label") == p["label"] and (not p["since"] or (shown.get("start_time") or "") >= p["since"]))
 
 
+ARGUMENT_SPEC = dict(
+    host=dict(type="str", required=True), ssh_config=dict(type="path"),
+    rtforge=dict(type="list", elements="str", default=["rtforge"]), results_dir=dict(type="path"),
+    label=dict(type="str"), duration=dict(type="str"), loops=dict(type="int"),
+    interval_us=dict(type="int"), priority=dict(type="int"), policy=dict(type="str"),
+    cpus=dict(type="str"), load=dict(type="str"), engine=dict(type="str"), phase=dict(type="str"),
+    spike_us=dict(type="int"), histogram_us=dict(type="int"), settle_s=dict(type="float"),
+    trace=dict(type="bool", default=False), install=dict(type="bool", default=False),
+    patience=dict(type="str", default="5m"), run=dict(type="str"),
+    resume=dict(type="bool", default=False), since=dict(type="str"))
+
+
 def main():
-    spec = dict(host=dict(type="str", required=True), ssh_config=dict(type="path"),
-                rtforge=dict(type="list", elements="str", default=["rtforge"]), results_dir=dict(type="path"),
-                label=dict(type="str"), duration=dict(type="str"), loops=dict(type="int"),
-                interval_us=dict(type="int"), priority=dict(type="int"), policy=dict(type="str"),
-                cpus=dict(type="str"), load=dict(type="str"), engine=dict(type="str"), phase=dict(type="str"),
-                spike_us=dict(type="int"), histogram_us=dict(type="int"), settle_s=dict(type="float"),
-                trace=dict(type="bool", default=False), install=dict(type="bool", default=False),
-                patience=dict(type="str", default="5m"), run=dict(type="str"),
-                resume=dict(type="bool", default=False), since=dict(type="str"))
-    module = AnsibleModule(argument_spec=spec, supports_check_mode=False)
+    from ansible.module_utils.basic import AnsibleModule  # here: the action plugin imports this file without it
+    run(AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=False))
+
+
+def run(module):
     p = module.params
     patience = runner.span_s(p["patience"])
     if patience is None:

@@ -32,15 +32,20 @@ hosts: {description: how many Host blocks it holds, type: int, returned: always}
 import os  # noqa: E402
 import tempfile  # noqa: E402
 
-from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-
 from ansible_collections.rtforge.rtforge.plugins.module_utils import sshconfig  # noqa: E402
 
 
+ARGUMENT_SPEC = dict(
+    path=dict(type="path", required=True), hosts=dict(type="list", elements="dict", required=True),
+    includes=dict(type="list", elements="str", default=["~/.ssh/config", "/etc/ssh/ssh_config"]))
+
+
 def main():
-    module = AnsibleModule(argument_spec=dict(
-        path=dict(type="path", required=True), hosts=dict(type="list", elements="dict", required=True),
-        includes=dict(type="list", elements="str", default=["~/.ssh/config", "/etc/ssh/ssh_config"])))
+    from ansible.module_utils.basic import AnsibleModule  # here: the action plugin imports this file without it
+    run(AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=False))
+
+
+def run(module):
     p = module.params
     try:
         text = sshconfig.render(p["hosts"], p["includes"])

@@ -1,0 +1,68 @@
+# -*- coding: utf-8 -*-
+# GPL-2.0-or-later (rtforge)
+"""A module of this collection run by its action plugin, on the controller.
+
+Every module here works on the controller (it runs the rtforge command,
+which reaches the board itself): run as a module, each would cost a
+Python interpreter per host and task (AnsiballZ: unpacking, compiling
+AnsibleModule's sources, ~0.2 s of CPU) plus Ansible's temporary-folder
+commands, before rtforge even starts -- on a controller that starts 32
+boards at once, seconds of CPU ahead of every board's run.  So each module
+has an action plugin of the same name that runs the module's own run()
+in Ansible's worker, which is already a Python with Ansible loaded: the
+arguments are checked against the module's ARGUMENT_SPEC by Ansible's own
+validator, and exit_json/fail_json become the task's result.  The module
+files keep the documentation and run() (and still run as modules, where
+an action plugin is not used).
+"""
+
+from __future__ import annotations
+
+from ansible.errors import AnsibleActionFail
+from ansible.plugins.action import ActionBase
+
+
+class _Ended(Exception):
+    def __init__(self, result):
+        super().__init__(result.get("msg", ""))
+        self.result = result
+
+
+class _Module(object):
+    """What the modules use of AnsibleModule: params, exit_json, fail_json."""
+
+    def __init__(self, params):
+        self.params = params
+
+    def exit_json(self, **result):
+        result["failed"] = False
+        raise _Ended(result)
+
+    def fail_json(self, msg, **result):
+        result.update(failed=True, msg=msg)
+        raise _Ended(result)
+
+
+class ModuleOnController(ActionBase):
+    """Subclasses name the module: MODULE, its file imported (ARGUMENT_SPEC, run(module))."""
+
+    MODULE = None
+    TRANSFERS_FILES = False
+    _VALID_ARGS = frozenset()
+
+    def run(self, tmp=None, task_vars=None):
+        result = super(ModuleOnController, self).run(tmp, task_vars)
+        if self._play_context.check_mode:
+            result.update(skipped=True, msg="check mode: rtforge measures and deploys for real, or not at all")
+            return result
+        try:
+            _, params = self.validate_argument_spec(argument_spec=self.MODULE.ARGUMENT_SPEC)
+        except AnsibleActionFail as e:
+            result.update(failed=True, msg=str(e), outcome="refused")
+            return result
+        try:
+            self.MODULE.run(_Module(params))
+            result.update(failed=True, msg="the module ended without a result")   # run() always ends with one
+        except _Ended as e:
+            result.update(e.result)
+        return result
