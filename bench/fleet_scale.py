@@ -11,6 +11,8 @@ controller for them.  The probes measure one CPU at a slow interval
 (--cpus 0 --interval-us 10000) so that 32 of them leave the machine to the
 controller: this measures the orchestration, not latency.
 
+rtforge's bytecode is compiled first, as pip install does.
+
 Prints: wall times and their ratio (goal <= 1.5), the controller's CPU time
 (rtforge fleet, ansible-playbook, its workers and modules, every rtforge
 under them and their ssh clients: everything in the play's session and
@@ -108,6 +110,11 @@ def main() -> int:
     if os.geteuid() != 0:
         print("fleet_scale needs root (the boards' namespaces and sshds)", file=sys.stderr)
         return 2
+    # an installed rtforge has its bytecode (pip compiles it): so does this checkout, whatever
+    # PYTHONDONTWRITEBYTECODE says, or each of the 32 rtforges and Ansible workers compiles its sources
+    import compileall
+    import rtforge
+    compileall.compile_dir(Path(rtforge.__file__).parent, quiet=2)
     rack = Rack.start(args.boards)
     tmp = Path(tempfile.mkdtemp(prefix="rtforge-fleet-bench-"))
     try:
