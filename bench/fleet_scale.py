@@ -28,6 +28,7 @@ Needs root (the boards' namespaces, sshd, SCHED_FIFO).
 from __future__ import annotations
 
 import argparse
+import compileall
 import os
 import resource
 import subprocess
@@ -39,6 +40,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.support: the boards
 
+import rtforge  # noqa: E402
 from tests.support.fleetboards import Rack  # noqa: E402
 from tests.support.procs import pids, proc_stat  # noqa: E402
 
@@ -112,8 +114,6 @@ def main() -> int:
         return 2
     # an installed rtforge has its bytecode (pip compiles it): so does this checkout, whatever
     # PYTHONDONTWRITEBYTECODE says, or each of the 32 rtforges and Ansible workers compiles its sources
-    import compileall
-    import rtforge
     compileall.compile_dir(Path(rtforge.__file__).parent, quiet=2)
     rack = Rack.start(args.boards)
     tmp = Path(tempfile.mkdtemp(prefix="rtforge-fleet-bench-"))
