@@ -14,8 +14,10 @@ from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
 from rich.progress import Progress as Bar
 
+from ..errors import UserError
 from ..measure import lifecycle
-from ..results.model import RunResult
+from ..results.display import clean
+from ..results.model import MAX_LABEL, RunResult
 from ..results.stats import show_dict
 from ..results.store import Store
 from .render import make_console, print_result, us
@@ -134,3 +136,13 @@ def hint(host: str | None, run_id: str, again: bool = True) -> str:
     where, at = (f"on {host}", f"{host} ") if host else ("here", "")
     return (f"the run {run_id} goes on {where}: `rtforge attach {at}{run_id}` follows it{' again' if again else ''} "
             f"and stores it when done; `rtforge latency {at}--stop {run_id}` ends it now")
+
+def check_label(label: str) -> str:
+    """A label as given on the command line, checked: at most MAX_LABEL characters, one line."""
+    label = label.encode("utf-8", "surrogateescape").decode("utf-8", "replace").strip()
+    if len(label) > MAX_LABEL:
+        raise UserError(f"the label is {len(label):,} characters long; give one of at most {MAX_LABEL}")
+    if not label.isprintable():
+        raise UserError(f"the label '{clean(label)}' holds a control character or a line break; give one line of "
+                        "text")
+    return label

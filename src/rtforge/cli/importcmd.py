@@ -13,9 +13,8 @@ from ..results.importers import PREEMPT_MODELS, Stated, import_file
 from ..results.stats import show_dict
 from ..results.store import Store
 from ..units import shown
-from .common import RESULTS_DIR
+from .common import RESULTS_DIR, check_label
 from .render import make_console, print_result
-from .runs import check_label
 
 app = typer.Typer()  # this module's commands (cli/__init__.py's LazyGroup loads them)
 

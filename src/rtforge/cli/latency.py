@@ -24,9 +24,19 @@ from ..measure.launch import start_run
 from ..measure.loads import load_profiles, parse_loads
 from ..measure.spec import PHASES, LatencySpec, available_cpus, parse_cpu_list, parse_duration, parse_int, parse_number
 from ..results.store import Store
-from .common import HOST_OPTIONAL, JSON, POLL, RESULTS_DIR, SSH_CONFIG, LiveLine, err_console, hint, show_run
+from .common import (
+    HOST_OPTIONAL,
+    JSON,
+    POLL,
+    RESULTS_DIR,
+    SSH_CONFIG,
+    LiveLine,
+    check_label,
+    err_console,
+    hint,
+    show_run,
+)
 from .render import make_console
-from .runs import check_label
 
 app = typer.Typer()  # this module's commands (cli/__init__.py's LazyGroup loads them)
 

@@ -12,11 +12,10 @@ from rich.table import Table
 
 from ..errors import UserError
 from ..results.bench import bench_show_dict
-from ..results.importers import MAX_LABEL
 from ..results.model import RunResult
 from ..results.stats import show_dict
 from .bench import print_bench_result
-from .common import RESULTS_DIR, RUN_HELP, settled_store
+from .common import RESULTS_DIR, RUN_HELP, check_label, settled_store
 from .render import Col, cell, clean, fitted, make_console, print_result, shown, us
 
 app = typer.Typer()  # this module's commands (cli/__init__.py's LazyGroup loads them)
@@ -134,16 +133,6 @@ def delete_cmd(
         store.remove(r.run_id)
     make_console().print(f"deleted {shown(names)}", highlight=False)
 
-
-def check_label(label: str) -> str:
-    """A label as given on the command line, checked: at most MAX_LABEL characters, one line."""
-    label = label.encode("utf-8", "surrogateescape").decode("utf-8", "replace").strip()
-    if len(label) > MAX_LABEL:
-        raise UserError(f"the label is {len(label):,} characters long; give one of at most {MAX_LABEL}")
-    if not label.isprintable():
-        raise UserError(f"the label '{clean(label)}' holds a control character or a line break; give one line of "
-                        "text")
-    return label
 
 
 def _displayable(r: RunResult) -> RunResult:

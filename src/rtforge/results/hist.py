@@ -22,8 +22,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
+
+# numpy is imported where a histogram is made or read, not with this module: every command that
+# stores runs imports this module, and a board's `rtforge latency` should reach the board before
+# spending ~0.1 s of CPU on numpy (32 of them start at once under `rtforge fleet`).
 
 # Quantiles as exact fractions: 0.9999 * N in floating point can land one
 # rank too high.
@@ -45,6 +51,7 @@ class Histogram:
 
     @classmethod
     def from_buckets(cls, buckets, overflow: int = 0, range_max_ns: int | None = None) -> Histogram:
+        import numpy as np
         arr = np.asarray(buckets, dtype=np.uint64).reshape(-1, 3)
         # uint64 -> int64 is safe for any real latency (< 292 years).
         arr = arr.astype(np.int64)
@@ -54,11 +61,13 @@ class Histogram:
 
     @classmethod
     def empty(cls) -> Histogram:
+        import numpy as np
         z = np.zeros(0, dtype=np.int64)
         return cls(z, z.copy(), z.copy())
 
     def to_buckets(self) -> list[list[int]]:
         keep = self.count > 0
+        import numpy as np
         return np.column_stack([self.lo_ns[keep], self.hi_ns[keep], self.count[keep]]).tolist()
 
     @property
@@ -82,6 +91,7 @@ class Histogram:
         if n == 0:
             return None
         rank = max(1, math.ceil(Fraction(q) * n))
+        import numpy as np
         cum = np.cumsum(self.count)
         if rank > (cum[-1] if len(cum) else 0):
             return None
@@ -111,6 +121,7 @@ class Histogram:
 
     def merged(self, other: Histogram) -> Histogram:
         """Sum of two histograms with the same bucket scheme (one run's CPUs)."""
+        import numpy as np
         lo = np.concatenate([self.lo_ns, other.lo_ns])
         hi = np.concatenate([self.hi_ns, other.hi_ns])
         cnt = np.concatenate([self.count, other.count])

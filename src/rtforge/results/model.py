@@ -34,6 +34,7 @@ from .hist import Histogram
 from .schema import Damaged, check_result
 
 FORMAT_VERSION = 4
+MAX_LABEL = 200   # characters of a run's label: a name to type and to show in a table, not a note
 
 
 @dataclass

@@ -32,7 +32,7 @@ from pathlib import Path
 from ... import paths
 from ...errors import UserError
 from ..checks import run_warnings
-from ..model import RunResult
+from ..model import MAX_LABEL, RunResult
 from ..store import Store
 from .common import Parsed
 from .csvfile import looks_like_csv, read_csv
@@ -41,7 +41,6 @@ from .source import Source, TextCheck, copy_and_hash, open_input
 from .text import read_text
 
 READERS = {"json": read_json, "csv": read_csv, "text": read_text}
-MAX_LABEL = 200
 
 
 def detect(src: Source) -> str:
