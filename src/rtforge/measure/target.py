@@ -72,6 +72,7 @@ def first_contact(target: RunSite, tools: list[str]) -> Contact:
         detail = str(e).split(": ", 1)[-1]
         raise UserError(f"cannot reach {t.name} over SSH ({detail}): check the host name, "
                         "or name it in your ssh config (--ssh-config FILE)") from None
+    t.note_root(f.is_root)
     online = parse_cpu_list(f.online) if f.online else list(range(f.ncpus or 1))
     allowed = set(parse_cpu_list(f.allowed)) if f.allowed else set(online)
     return Contact(machine=f.machine, hostname=f.hostname or ("localhost" if target.local else t.name),
