@@ -192,18 +192,25 @@ def test_the_collection_runs_from_ansible_playbook_itself(tmp_path):
 
 
 @pytest.mark.parametrize("module, args, says", [
-    ("latency", "host=pi-01 loops=many", "argument 'loops' is of type"),
-    ("fetch", "host=pi-01 colour=red", "Unsupported parameters"),
+    ("latency", {"host": "pi-01", "loops": "many"}, "argument 'loops' is of type"),
+    ("fetch", {"host": "pi-01", "colour": "red"}, "Unsupported parameters"),
 ])
 def test_the_modules_arguments_are_checked_by_ansibles_own_validator(tmp_path, module, args, says):
     """The modules run in Ansible's worker (their action plugins): their arguments are still checked against
     each module's ARGUMENT_SPEC, as a module's are, before rtforge is run."""
     from rtforge.fleet.playbook import COLLECTIONS
 
+    play = tmp_path / "play.yml"
+    play.write_text(json.dumps([{"hosts": "all", "gather_facts": False,
+                                 "tasks": [{f"rtforge.rtforge.{module}": args, "delegate_to": "localhost"}]}]))
+    inv = tmp_path / "lab.ini"
+    inv.write_text(nowhere(1))
     env = {**os.environ, "ANSIBLE_COLLECTIONS_PATH": str(COLLECTIONS), "ANSIBLE_NOCOLOR": "1",
-           "ANSIBLE_LOAD_CALLBACK_PLUGINS": "1", "ANSIBLE_STDOUT_CALLBACK": "json"}
-    p = subprocess.run(["ansible", "all", "-i", "pi-01,", "-c", "local", "-m", f"rtforge.rtforge.{module}",
-                        "-a", args], capture_output=True, text=True, env=env, timeout=120, stdin=subprocess.DEVNULL)
-    result = json.loads(p.stdout)["plays"][0]["tasks"][0]["hosts"]["pi-01"]
-    assert p.returncode == 2 and result["failed"] and result["outcome"] == "refused"
-    assert says in result["msg"]
+           "ANSIBLE_STDOUT_CALLBACK": "rtforge.rtforge.events"}
+    p = subprocess.run(["ansible-playbook", "-i", str(inv), str(play)], capture_output=True, text=True, env=env,
+                       timeout=120, stdin=subprocess.DEVNULL, cwd=tmp_path)
+    events = [json.loads(ln) for ln in p.stdout.splitlines() if ln.startswith("{")]
+    failed = [e for e in events if e.get("event") == "failed"]
+    assert p.returncode == 2 and len(failed) == 1, p.stdout + p.stderr
+    assert failed[0]["host"] == "pi-01" and failed[0]["result"]["outcome"] == "refused"
+    assert says in failed[0]["result"]["msg"]
