@@ -137,6 +137,7 @@ def hint(host: str | None, run_id: str, again: bool = True) -> str:
     return (f"the run {run_id} goes on {where}: `rtforge attach {at}{run_id}` follows it{' again' if again else ''} "
             f"and stores it when done; `rtforge latency {at}--stop {run_id}` ends it now")
 
+
 def check_label(label: str) -> str:
     """A label as given on the command line, checked: at most MAX_LABEL characters, one line."""
     label = label.encode("utf-8", "surrogateescape").decode("utf-8", "replace").strip()

@@ -134,7 +134,6 @@ def delete_cmd(
     make_console().print(f"deleted {shown(names)}", highlight=False)
 
 
-
 def _displayable(r: RunResult) -> RunResult:
     """A copy whose texts are safe inside rich markup (the bench display prints them so)."""
     return replace(r, label=shown(r.label) if r.label else r.label, host=shown(r.host),

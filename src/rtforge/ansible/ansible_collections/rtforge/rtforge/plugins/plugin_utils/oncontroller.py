@@ -47,8 +47,6 @@ class ModuleOnController(ActionBase):
     """Subclasses name the module: MODULE, its file imported (ARGUMENT_SPEC, run(module))."""
 
     MODULE = None
-    TRANSFERS_FILES = False
-    _VALID_ARGS = frozenset()
 
     def run(self, tmp=None, task_vars=None):
         result = super(ModuleOnController, self).run(tmp, task_vars)
