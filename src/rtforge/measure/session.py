@@ -86,7 +86,11 @@ def follow(run: Runner, expected: float | None, *, poll_s: float,
             return p
         polled = time.monotonic()
         wait_s = poll_s
-        if expected and p.elapsed_s is not None and p.state == "running":
+        if p.final or p.state == "stopping":
+            # the runner has said its last word (or was told to) and is exiting: its end is a tick away,
+            # not a poll (a fleet waited 5 s more for one board whose poll caught "done" a moment early)
+            wait_s = TICK_S
+        elif expected and p.elapsed_s is not None and p.state == "running":
             # near the end, look more often: the run is stored as soon as it ended
             wait_s = min(poll_s, max(TICK_S, expected - p.elapsed_s + TICK_S))
         while (waited := time.monotonic() - polled) < wait_s:
