@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import re
 import shutil
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,7 +24,7 @@ from ..device.transport.ssh import check_destination
 from ..errors import UserError
 from ..results.store import Store
 from ..units import shown
-from . import playbook, settings
+from . import forkserver, playbook, settings
 from .campaign import Campaign, open_campaign
 from .inventory import Inventory
 from .status import InventoryRefused, Live, Tracker
@@ -65,7 +64,7 @@ def _forks(forks: int | None, n: int) -> int:
 
 
 def base_vars(store: Store, campaign: Campaign) -> dict[str, Any]:
-    return {"rtforge_command": [sys.executable, "-m", "rtforge"], "rtforge_results_dir": str(store.root),
+    return {"rtforge_command": forkserver.command(), "rtforge_results_dir": str(store.root),
             "rtforge_ssh_config": str(campaign.dir / "ssh_config"), "rtforge_since": campaign.started}
 
 

@@ -7,23 +7,28 @@ error and Ansible's log go to the campaign's folder.  The hosts are given
 as a limit file (`--limit @FILE`, Ansible's retry-file form): the boards
 this run must still do, however the user's own --limit named them.
 
-It runs in a session of its own, so a Ctrl-C at the terminal reaches
-rtforge fleet alone; rtforge then passes it on to the whole play at once
-(every rtforge under it lets go of its board's run, which goes on there),
-reads the last events for a while, and ends what is left.
+It runs under rtforge's fork server (forkserver.py: each board's rtforge
+is forked from one that imported it once) in a session of its own, so a
+Ctrl-C at the terminal reaches rtforge fleet alone; rtforge then passes it
+on to the whole play at once (every rtforge under it lets go of its
+board's run, which goes on there), reads the last events for a while, and
+ends what is left.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
 
+from . import forkserver
 from .inventory import ansible_env
 
 COLLECTIONS = Path(str(resources.files("rtforge") / "ansible"))
@@ -52,18 +57,24 @@ def run(argv: list[str], folder: Path, on_event: Callable[[dict], None]) -> int:
         "ANSIBLE_COLLECTIONS_ON_ANSIBLE_VERSION_MISMATCH": "ignore",
         # the modules run rtforge with this machine's Python environment, as this rtforge runs
         "PYTHONUNBUFFERED": "1"})
-    with open(folder / "ansible.stderr", "ab") as err, open(folder / "events.jsonl", "a") as log:
-        p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=err, stdin=subprocess.DEVNULL, env=env, text=True,
-                             start_new_session=True)
-        try:
-            _read(p, on_event, log)
-            return p.wait()
-        except KeyboardInterrupt:
-            _interrupt(p, on_event)
-            raise Interrupted() from None
-        finally:
-            if p.poll() is None:
-                _kill(p)
+    # the server's socket: in a folder of its own (a Unix socket's path has ~100 bytes at most)
+    private = tempfile.mkdtemp(prefix="rtforge-fleet-")
+    argv = forkserver.serve_argv(os.path.join(private, "forkserver"), argv)
+    try:
+        with open(folder / "ansible.stderr", "ab") as err, open(folder / "events.jsonl", "a") as log:
+            p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=err, stdin=subprocess.DEVNULL, env=env,
+                                 text=True, start_new_session=True)
+            try:
+                _read(p, on_event, log)
+                return p.wait()
+            except KeyboardInterrupt:
+                _interrupt(p, on_event)
+                raise Interrupted() from None
+            finally:
+                if p.poll() is None:
+                    _kill(p)
+    finally:
+        shutil.rmtree(private, ignore_errors=True)
 
 
 def _read(p: subprocess.Popen, on_event: Callable[[dict], None], log=None) -> None:

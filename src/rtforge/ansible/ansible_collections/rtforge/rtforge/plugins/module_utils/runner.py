@@ -15,8 +15,11 @@ act on (retry an unreachable board, stop a rolling deploy on a fallback).
 from __future__ import annotations
 
 import json
+import os
 import re
+import selectors
 import signal
+import socket
 import subprocess
 import time
 
@@ -53,9 +56,10 @@ def span_s(text):
 
 
 class Finished(object):
-    def __init__(self, argv, rc, out, err, timed_out, seconds):
+    def __init__(self, argv, rc, out, err, timed_out, seconds, forked=False):
         self.argv, self.rc, self.out, self.err = argv, rc, out, err
         self.timed_out, self.seconds = timed_out, seconds
+        self.forked = forked   # run by rtforge fleet's fork server rather than an exec of the command
 
     @property
     def sentence(self):
@@ -76,6 +80,15 @@ class Finished(object):
 def run(argv, deadline_s=None, env=None):
     """Run rtforge; at the deadline ask it to let go (SIGTERM: rtforge lets go of
     a board's run, which goes on there, and prints its id), then wait for that."""
+    server = _forkserver(argv)
+    if server is not None:
+        try:
+            conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            conn.connect(server[0])
+        except OSError:
+            conn = None   # gone (its play ended, or never was this one's): exec the command
+        if conn is not None:
+            return _run_forked(conn, argv, argv[server[1]:], deadline_s, env)
     t0 = time.monotonic()
     p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, env=env)
     timed_out = False
@@ -90,6 +103,75 @@ def run(argv, deadline_s=None, env=None):
             p.kill()
             out, err = p.communicate()
     return Finished(argv, p.returncode, out or "", err or "", timed_out, time.monotonic() - t0)
+
+
+def _forkserver(argv):
+    """(socket, length of the command) when rtforge fleet runs this play under its fork server
+    (rtforge.fleet.forkserver) and argv is the command it serves."""
+    try:
+        server = json.loads(os.environ.get("RTFORGE_FORKSERVER") or "null")
+        cmd = list(server["command"])
+        return (server["socket"], len(cmd)) if argv[:len(cmd)] == cmd else None
+    except (ValueError, TypeError, KeyError):
+        return None
+
+
+def _run_forked(conn, argv, args, deadline_s, env):
+    """run() through the fork server: the child writes into our pipes; we signal its pid."""
+    t0 = time.monotonic()
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    try:
+        request = json.dumps({"argv": args, "env": dict(os.environ if env is None else env), "cwd": os.getcwd()})
+        socket.send_fds(conn, [request.encode() + b"\n"], [out_w, err_w])
+    finally:
+        os.close(out_w)
+        os.close(err_w)
+    chunks = {out_r: [], err_r: []}
+    answers, buffered = [], b""
+    sel = selectors.DefaultSelector()
+    for fd in (out_r, err_r, conn):
+        sel.register(fd, selectors.EVENT_READ)
+    pid, status, timed_out, stop_at = None, None, False, None
+    try:
+        while sel.get_map():
+            now = time.monotonic()
+            if pid is not None and status is None:
+                if not timed_out and deadline_s is not None and now - t0 > deadline_s:
+                    timed_out, stop_at = True, now + STOP_GRACE_S
+                    os.kill(pid, signal.SIGTERM)
+                elif stop_at is not None and now > stop_at:
+                    stop_at = None
+                    os.kill(pid, signal.SIGKILL)
+            for key, _ in sel.select(timeout=1.0):
+                if key.fileobj is conn:
+                    data = conn.recv(65536)
+                    buffered += data
+                    while b"\n" in buffered:
+                        line, buffered = buffered.split(b"\n", 1)
+                        answers.append(json.loads(line))
+                    pid = next((a["pid"] for a in answers if "pid" in a), pid)
+                    status = next((a["status"] for a in answers if "status" in a), status)
+                    if any("error" in a for a in answers) or not data:
+                        sel.unregister(conn)
+                else:
+                    data = os.read(key.fd, 65536)
+                    if data:
+                        chunks[key.fd].append(data)
+                    else:
+                        sel.unregister(key.fd)
+    finally:
+        sel.close()
+        conn.close()
+        os.close(out_r)
+        os.close(err_r)
+    out, err = (b"".join(chunks[fd]).decode(errors="replace") for fd in (out_r, err_r))
+    refused = next((a["error"] for a in answers if "error" in a), None)
+    if refused is not None:
+        err += "rtforge's fork server refused the request: %s\n" % refused
+    if status is None:   # the server went away before the child's end (it was killed): no status to give
+        status = -signal.SIGKILL
+    return Finished(argv, status, out, err, timed_out, time.monotonic() - t0, forked=True)
 
 
 def outcome(f, command):

@@ -1,0 +1,122 @@
+"""rtforge fleet's fork server, from the requester's side: the collection's
+module_utils/runner.py, in Debian's Python (Ansible's), asks the server for
+each rtforge, as the modules do under `rtforge fleet`.
+
+A forked rtforge must be what an exec of the command would be: the same
+output and exit status, the requester's environment and working folder,
+and a pid the requester's deadline reaches (SIGTERM: the run is kept,
+interrupted).  A command the server does not serve, or a server that is
+gone, is exec'd as before.  The "play" here is a small script in place of
+ansible-playbook; the e2e fleet tests run the real one through the server.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import rtforge
+from rtforge.fleet import forkserver
+
+RUNNER = (Path(rtforge.__file__).parent / "ansible/ansible_collections/rtforge/rtforge/plugins/module_utils/runner.py")
+ANSIBLE_PYTHON = "/usr/bin/python3"   # Debian's ansible-core runs the modules' code with it
+CORPUS = Path(__file__).resolve().parents[1] / "corpus/cyclictest/amro-h10000-3t.txt"
+
+# The play: each call through runner.run, what it returned written as JSON.
+PLAY = r"""
+import importlib.util, json, os, sys
+spec = importlib.util.spec_from_file_location("runner", sys.argv[1])
+runner = importlib.util.module_from_spec(spec); spec.loader.exec_module(runner)
+out = []
+for call in json.loads(open(sys.argv[2]).read()):
+    if call.get("cwd"):
+        os.chdir(call["cwd"])
+    env = dict(os.environ, **call["env"]) if call.get("env") else None
+    f = runner.run(call["argv"], deadline_s=call.get("deadline_s"), env=env)
+    out.append({"rc": f.rc, "out": f.out, "err": f.err, "timed_out": f.timed_out, "forked": f.forked,
+                "seconds": f.seconds})
+open(sys.argv[3], "w").write(json.dumps(out))
+sys.exit(3)
+"""
+
+
+@pytest.fixture
+def play(tmp_path):
+    """Run calls through runner.run in a play under the server (or, serve=False, without it)."""
+    if not shutil.which(ANSIBLE_PYTHON):
+        pytest.skip("Debian's python3 is not installed")
+    script = tmp_path / "play.py"
+    script.write_text(PLAY)
+
+    def go(calls: list[dict], serve: bool = True) -> tuple[int, list[dict], Path]:
+        (tmp_path / "calls.json").write_text(json.dumps(calls))
+        argv = [ANSIBLE_PYTHON, str(script), str(RUNNER), str(tmp_path / "calls.json"), str(tmp_path / "out.json")]
+        sock = tmp_path / "sock"
+        if serve:
+            argv = forkserver.serve_argv(str(sock), argv)
+        p = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+        assert (tmp_path / "out.json").exists(), p.stderr
+        return p.returncode, json.loads((tmp_path / "out.json").read_text()), sock
+
+    return go
+
+
+def test_a_forked_rtforge_says_what_an_execd_one_says(play):
+    cmd = forkserver.command()
+    calls = [{"argv": cmd + ["--version"]},
+             {"argv": cmd + ["latency", "--duration", "soon"]},
+             {"argv": cmd + ["no-such-command"]}]
+    rc, served, sock = play(calls)
+    _, execd, _ = play(calls, serve=False)
+    assert rc == 3, "the server ends with the play's exit status"
+    assert not sock.exists(), "the server removes its socket"
+    assert [r["forked"] for r in served] == [True] * 3 and [r["forked"] for r in execd] == [False] * 3
+    assert served[0]["out"] == execd[0]["out"] == f"rtforge {rtforge.__version__}\n"
+    for s, e in zip(served, execd):
+        assert (s["rc"], s["out"], s["err"]) == (e["rc"], e["out"], e["err"])
+    assert served[1]["rc"] == 2 and served[1]["err"].startswith("rtforge: error: ")
+
+
+def test_the_requesters_folder_and_environment_are_the_childs(play, tmp_path):
+    work = tmp_path / "work"
+    work.mkdir()
+    shutil.copy(CORPUS, work / "out.txt")
+    store = tmp_path / "store-from-env"
+    rc, (r,), _ = play([{"argv": forkserver.command() + ["import", "out.txt", "--json"], "cwd": str(work),
+                         "env": {"RTFORGE_RESULTS_DIR": str(store)}}])
+    assert r["forked"] and r["rc"] == 0, r["err"]
+    run = json.loads(r["out"])
+    assert (store / "runs" / run["run_id"]).is_dir(), "stored where the requester's environment said"
+
+
+@pytest.mark.root
+def test_the_deadline_reaches_the_forked_rtforge_which_keeps_what_it_measured(play, tmp_path):
+    if os.geteuid() != 0:
+        pytest.skip("SCHED_FIFO needs root")
+    store = tmp_path / "store"
+    rc, (r,), _ = play([{"argv": forkserver.command() + ["latency", "--duration", "60s", "--cpus", "0",
+                                                         "--interval-us", "10000", "--results-dir", str(store),
+                                                         "--json"],
+                         "deadline_s": 3}])
+    assert r["forked"] and r["timed_out"]
+    assert r["rc"] == 130, r["err"]
+    assert json.loads(r["out"])["state"] == "interrupted", "rtforge said what it kept"
+    assert r["seconds"] < 30, "SIGTERM ended it long before its 60 s"
+    stored = [json.loads(p.read_text()) for p in store.glob("runs/*/result.json")]
+    assert len(stored) == 1 and stored[0]["state"] == "interrupted"
+
+
+def test_a_command_the_server_does_not_serve_or_a_gone_server_is_execd(play, tmp_path):
+    other = [sys.executable, "-I", "-m", "rtforge"]   # not the server's command line: exec'd
+    rc, (r,), _ = play([{"argv": other + ["--version"]}])
+    assert not r["forked"] and r["rc"] == 0 and r["out"] == f"rtforge {rtforge.__version__}\n"
+    gone = json.dumps({"socket": str(tmp_path / "no-such-socket"), "command": forkserver.command()})
+    rc, (r,), _ = play([{"argv": forkserver.command() + ["--version"], "env": {forkserver.ENV: gone}}],
+                       serve=False)
+    assert not r["forked"] and r["rc"] == 0
