@@ -44,7 +44,6 @@ import rtforge  # noqa: E402
 from tests.support.fleetboards import Rack  # noqa: E402
 from tests.support.procs import pids, proc_stat  # noqa: E402
 
-
 SAMPLE_S = 1.0
 
 
