@@ -287,7 +287,7 @@ def run_bench(
     engine = EngineCommand("bench", ["sh", f"{d}/bench.sh", d], "steps.log")
     launched: list = []  # the runner, once it was asked to start: Ctrl-C from then on must stop it
     try:
-        run = launch(
+        run, _ = launch(
             target,
             contact,
             store,

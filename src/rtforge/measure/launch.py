@@ -38,7 +38,7 @@ from .engines import PRIVILEGE_HINT, EngineCommand, engine_command
 from .lifecycle import owner_of, runner_owner, runner_text
 from .loads import HOST_LOADS, HostFlood, check_privileges, deadline_for, load_commands
 from .probebuild import build_probe
-from .runner import Runner, busy_with, held_signals
+from .runner import Poll, Runner, busy_with, held_signals
 from .spec import LatencySpec
 from .target import Contact, RunSite, check_tools, first_contact, make_target, target_loads, tools_for
 
@@ -55,6 +55,7 @@ class Started:
     loads: list[str]
     result: RunResult         # as described at the start
     flood: HostFlood | None = None  # a board's net load, from this host: stop it when done following
+    first: Poll | None = None       # what the start said, standing in for the first poll (one round trip fewer)
 
 
 def busy_error(target: RunSite, run_id: str) -> UserError:
@@ -71,11 +72,12 @@ def busy_error(target: RunSite, run_id: str) -> UserError:
 def launch(target: RunSite, contact: Contact, store: Store, result: RunResult, engine: EngineCommand,
            files: dict[str, Path | str], *, loads: list[tuple[str, str]], settle_s: float,
            probe_prefix: tuple[str, ...] = (), check_rt: bool = True, on_step: Callable[[str], None],
-           on_launch: Callable[[Runner], None] | None = None) -> Runner:
+           on_launch: Callable[[Runner], None] | None = None) -> tuple[Runner, str]:
     """Stage the run's folder, copy it to the target, check it there, and
-    start the runner.  files: name -> a local file or text.  On this machine
-    the result is saved into the store before the runner starts.  A failure
-    before the runner was asked to start leaves nothing, there or here."""
+    start the runner; the runner and the state it said it started in.
+    files: name -> a local file or text.  On this machine the result is
+    saved into the store before the runner starts.  A failure before the
+    runner was asked to start leaves nothing, there or here."""
     t = target.transport
     run = Runner(t, result.run_id, base=target.base, sudo=None if not target.local else False,
                  doc=result.to_dict())
@@ -88,12 +90,10 @@ def launch(target: RunSite, contact: Contact, store: Store, result: RunResult, e
         with tempfile.TemporaryDirectory(prefix="rtforge-stage-") as tmp:
             stage = _stage(Path(tmp), result, engine, files, loads)
             t.put_verified(stage, d, sudo=run.sudo, step="copying the run")  # every file, checked there
-        if check_rt:
-            _check_privileges(target, run, probe_prefix, result)
         if "rtprobe" in files:  # the system's metadata, before the run, so a crash keeps it
-            meta = t.run([*probe_prefix, f"{d}/rtprobe", "--meta"], step="reading the system's metadata")
-            if meta.returncode == 0:
-                result.system = describe(json.loads(meta.stdout))
+            meta = _check_and_describe(target, run, probe_prefix, result, check_rt)
+            if meta is not None:
+                result.system = describe(meta)
                 t.write_bytes(f"{d}/raw/runner/run.json", result.to_json().encode(), sudo=run.sudo,
                               step="recording the run's description")
         if target.local:
@@ -137,7 +137,7 @@ def launch(target: RunSite, contact: Contact, store: Store, result: RunResult, e
                 for p in reversed(created):
                     shutil.rmtree(p, ignore_errors=True)
         raise
-    return run
+    return run, word
 
 
 def _stage(stage: Path, result: RunResult, engine: EngineCommand, files: dict[str, Path | str],
@@ -185,18 +185,35 @@ def _ask_after_lost_start(run: Runner, lost, timeout_s: float):
     raise ConnectionLost(f"lost the connection to {run.t.name} while the run was starting, and it did not come back")
 
 
-def _check_privileges(target: RunSite, run: Runner, prefix: tuple[str, ...], result: RunResult) -> None:
+# The probe's privilege check, then (if it passed) the system's metadata: one round trip.
+_CHECK_AND_META = ('check=$1 priority=$2 policy=$3; shift 3\n'
+                   '[ "$check" = 0 ] || "$@" --check --priority "$priority" --policy "$policy" || exit\n'
+                   'printf "\\n@@meta\\n"; exec "$@" --meta')
+
+
+def _check_and_describe(target: RunSite, run: Runner, prefix: tuple[str, ...], result: RunResult,
+                        check: bool) -> dict | None:
+    """Refuse a probe that cannot get its priority there (check=True); the
+    probe's --meta (None when it could not say)."""
     t = target.transport
     cfg = result.config
-    r = t.run([*prefix, f"{run.dir}/rtprobe", "--check", "--priority", str(cfg.get("priority", 90)),
-               "--policy", cfg.get("policy", "fifo")], sudo=run.sudo, step="checking RT privileges")
+    r = t.run(["sh", "-c", _CHECK_AND_META, "sh", "1" if check else "0", str(cfg.get("priority", 90)),
+               cfg.get("policy", "fifo"), *prefix, f"{run.dir}/rtprobe"], sudo=run.sudo,
+              step="checking RT privileges and reading the system's metadata")
+    checked, marker, meta = r.stdout.partition("\n@@meta\n")
     where = "" if target.local else f" on {t.name}"
-    if r.returncode == 3:
-        reason = r.stderr.strip().removeprefix("rtprobe: ")
-        raise UserError(f"{reason}{where}: {PRIVILEGE_HINT}")
-    if r.returncode:
+    if not marker:   # the check refused (or the shell could not run it)
+        if r.returncode == 3:
+            reason = r.stderr.strip().removeprefix("rtprobe: ")
+            raise UserError(f"{reason}{where}: {PRIVILEGE_HINT}")
         raise UserError(f"the probe does not run{where or ' here'} ({r.stderr.strip() or r.returncode}): "
                         "is the target's architecture one rtforge builds for?")
+    if r.returncode:
+        return None
+    try:
+        return json.loads(meta)
+    except ValueError:
+        return None
 
 
 def _config(spec: LatencySpec, target: RunSite, cpus: list[int], emulated: bool) -> dict:
@@ -280,11 +297,13 @@ def start_run(spec: LatencySpec, store: Store, transport: Transport | None = Non
         flood = HostFlood(contact.address, spec.settle + (spec.expected_s or 0) if spec.expected_s else None)
         flood.start()
     try:
-        run = launch(target, contact, store, result, engine, {"rtprobe": probe_local}, loads=loads,
-                     settle_s=spec.settle, probe_prefix=probe_prefix, on_step=step, on_launch=on_launch)
+        run, word = launch(target, contact, store, result, engine, {"rtprobe": probe_local}, loads=loads,
+                           settle_s=spec.settle, probe_prefix=probe_prefix, on_step=step, on_launch=on_launch)
     except BaseException:
         if flood:
             with held_signals():
                 flood.stop()
         raise
-    return Started(run, target, contact.address, spec.expected_s, spec.loads, result, flood)
+    # "running": the engine started a moment ago (the runner answers once it has)
+    first = Poll("running", "", True, 0.0) if word == "running" else None
+    return Started(run, target, contact.address, spec.expected_s, spec.loads, result, flood, first)

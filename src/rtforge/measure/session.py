@@ -61,13 +61,14 @@ class LetGo(KeyboardInterrupt):
 def follow(run: Runner, expected: float | None, *, poll_s: float,
            on_progress: Callable[[Progress], None] | None = None,
            on_connection: Callable[[str | None], None] | None = None,
-           flood: HostFlood | None = None) -> Poll:
-    """Poll until the runner is gone.  A lost connection is reported through
-    on_connection(message) and retried; on_connection(None) when it is back."""
+           flood: HostFlood | None = None, first: Poll | None = None) -> Poll:
+    """Poll until the runner is gone; its last answer.  A lost connection is reported
+    through on_connection(message) and retried; on_connection(None) when it is back.
+    first: an answer already known (the start's), used instead of the first poll."""
     lost = False
     while True:
         try:
-            p = run.poll()
+            p, first = (first, None) if first is not None else (run.poll(), None)
         except ConnectionLost as e:
             lost = True
             if on_connection:
@@ -101,16 +102,16 @@ def follow(run: Runner, expected: float | None, *, poll_s: float,
             time.sleep(min(TICK_S, wait_s - waited))
 
 
-def collect(run: Runner, store: Store, keep_empty: bool = False) -> RunResult:
+def collect(run: Runner, store: Store, keep_empty: bool = False, last: Poll | None = None) -> RunResult:
     """Bring a run whose runner is gone into the store: a board's is fetched
     (verified) and then removed there; this machine's is finished in its
     store folder.  A killed runner's leftovers are ended and the run marked
-    killed first."""
+    killed first.  last: follow()'s last answer (the runner gone), so it is not asked again."""
     if run.in_store(store):
         stored = store.load(run.run_id)
         if stored.state != "running":  # another rtforge (or `runs`) finished it already
             return stored
-    p = run.poll(progress=False)
+    p = last if last is not None and not last.alive else run.poll(progress=False)
     if p.alive:
         where = "" if run.in_store(store) else f" {run.t.name}"
         raise UserError(f"run {run.run_id} is still running: follow it with `rtforge attach{where} {run.run_id}` "
@@ -197,8 +198,8 @@ def _follow_and_collect(started: Started, store: Store, poll_s: float, on_progre
                         stop_signal: str | None = None) -> RunResult:
     run, local = started.run, started.target.local
     try:
-        follow(run, started.expected_s, poll_s=poll_s, on_progress=on_progress, on_connection=on_connection,
-               flood=started.flood)
+        last = follow(run, started.expected_s, poll_s=poll_s, on_progress=on_progress, on_connection=on_connection,
+                      flood=started.flood, first=started.first)
     except KeyboardInterrupt as e:
         if not local:
             raise LetGo(run.run_id, run.t.name) from None
@@ -214,7 +215,7 @@ def _follow_and_collect(started: Started, store: Store, poll_s: float, on_progre
         if started.flood:
             with held_signals():
                 started.flood.stop()
-    result = collect(run, store)
+    result = collect(run, store, last=last)
     if started.flood and started.flood.events:
         result.warnings += started.flood.events
         store.save(result)

@@ -131,7 +131,7 @@ def parse_sha256sum(out: str) -> dict[str, str]:
 
 
 # Every file below "$1", hashed on the target; names come back as ./rel.
-_TREE_SUMS = 'cd "$1" && find . -type f -exec sha256sum -- {} +'
+_TREE_SUMS = "find . -type f -exec sha256sum -- {} +"
 
 
 class Transport(ABC):
@@ -278,14 +278,17 @@ class Transport(ABC):
             remote, Path(local).read_bytes(), mode=f"{Path(local).stat().st_mode & 0o777:o}", sudo=sudo, step=step
         )
 
-    def put_tree(self, local_dir: Path, remote_dir: str, *, sudo: bool = False, step: str | None = None) -> None:
-        """Copy a directory's contents with tar over the transport."""
+    def put_tree(self, local_dir: Path, remote_dir: str, *, sudo: bool = False, step: str | None = None,
+                 then: str = "") -> str:
+        """Copy a directory's contents with tar over the transport; `then`, a
+        shell command run in the same round trip (in remote_dir, after the
+        copy), gives its standard output back."""
         tar = subprocess.run(
             ["tar", "-C", str(local_dir), "--owner=0", "--group=0", "-cf", "-", "."], capture_output=True, check=True
         ).stdout
         # one round trip: a board on Wi-Fi (and a controller starting 32 boards) pays for each
-        self.run(["sh", "-c", 'mkdir -p -- "$1" && exec tar -C "$1" --no-same-owner -xf -', "sh", remote_dir],
-                 input=tar, sudo=sudo, check=True, step=step)
+        script = 'mkdir -p -- "$1" && tar -C "$1" --no-same-owner -xf -' + (f' && cd "$1" && {then}' if then else "")
+        return self.run(["sh", "-c", script, "sh", remote_dir], input=tar, sudo=sudo, check=True, step=step).stdout
 
     def sha256(self, paths: list[str], *, sudo: bool = False, step: str | None = None) -> dict[str, str]:
         """sha256 of each file, computed on the target."""
@@ -314,10 +317,8 @@ class Transport(ABC):
         want = _local_sums(local) if expected is None else expected
         step = step or f"uploading to {remote}"
         if local.is_dir():
-            self.put_tree(local, remote, sudo=sudo, step=step)
-            out = self.run(
-                ["sh", "-c", _TREE_SUMS, "sh", remote], sudo=sudo, check=True, step=f"checking the upload ({step})"
-            ).stdout
+            # hashed by the command that unpacked it, from what is on the target's disk now
+            out = self.put_tree(local, remote, sudo=sudo, step=step, then=_TREE_SUMS)
             got = {name.removeprefix("./"): digest for name, digest in parse_sha256sum(out).items()}
         else:
             self.put(local, remote, sudo=sudo, step=step)
