@@ -5,7 +5,8 @@ DOCUMENTATION = r"""
 module: deploy
 short_description: Install a kernel on a board with rtforge, tried once, kept only if it proves itself
 description:
-  - Runs C(rtforge deploy HOST BUNDLE) on the controller (delegate it to localhost). rtforge installs the kernel
+  - Runs C(rtforge deploy HOST BUNDLE) on the controller
+    (its action plugin runs it there, whatever the host's connection). rtforge installs the kernel
     beside the old one, boots it once (tryboot or grub-reboot), checks that it is the expected PREEMPT_RT kernel
     and only then makes it the default; otherwise the board boots its previous kernel again.
   - A kernel that was not kept fails the task with outcome C(fell back), so a play with C(serial) and

@@ -5,7 +5,8 @@ DOCUMENTATION = r"""
 module: doctor
 short_description: What hurts latency on a board, with rtforge doctor
 description:
-  - Runs C(rtforge doctor HOST --json) on the controller (delegate it to localhost) and returns its report.
+  - Runs C(rtforge doctor HOST --json) on the controller
+    (its action plugin runs it there, whatever the host's connection) and returns its report.
     It is a report, so the task succeeds whatever doctor finds and fails only when the board cannot be
     examined.
 options:

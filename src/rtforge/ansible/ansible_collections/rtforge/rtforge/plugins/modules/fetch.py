@@ -5,7 +5,8 @@ DOCUMENTATION = r"""
 module: fetch
 short_description: Bring the runs that ended on a board into the controller's run store
 description:
-  - Runs C(rtforge fetch HOST --json) on the controller (delegate it to localhost). Every finished or partial run
+  - Runs C(rtforge fetch HOST --json) on the controller
+    (its action plugin runs it there, whatever the host's connection). Every finished or partial run
     is copied into the store, checked against the board's sha256, and only then removed from the board.
     Runs still measuring stay there and are named.
 options:

@@ -5,7 +5,8 @@ DOCUMENTATION = r"""
 module: latency
 short_description: Measure a board's wake-up latency with rtforge and store the run
 description:
-  - Runs C(rtforge latency HOST --json) on the controller (delegate it to localhost); rtforge reaches the board
+  - Runs C(rtforge latency HOST --json) on the controller
+    (its action plugin runs it there, whatever the host's connection); rtforge reaches the board
     over SSH with the ssh config the rtforge.rtforge.ssh_config module wrote, uploads its probe, measures and
     stores the run in the controller's run store, labelled with the board's inventory name.
   - A board that drops mid-run is waited for until I(patience) past the run's expected end; then rtforge lets go
