@@ -1,8 +1,11 @@
 #!/usr/bin/env python3
 """What a fleet costs the controller: `rtforge fleet latency` of N seconds on
 32 simulated boards against `rtforge latency` of N seconds on one of them,
-measured side by side in one run (one board first, then the fleet, then
-one board again; the single-board figure is the mean of the two).
+measured side by side in one run: one board, the fleet, one board, the
+fleet, ... (--rounds fleets, each between two single-board runs).  Each
+fleet is judged against the mean of the two single runs around it; the
+ratio printed is the median over the rounds, with the lowest and highest
+(a 2-CPU virtual machine varies by 10-15 % from one run to the next).
 
 The boards are tests/support/fleetboards.py's: real sshds on loopback, each
 in its own mount and UTS namespace (own host name, own /var/tmp/rtforge),
@@ -20,7 +23,7 @@ this process's children), its peak memory (the sum of those processes'
 proportional set sizes, PSS: shared pages split among their sharers,
 sampled once a second), per board.
 
-    .venv/bin/python bench/fleet_scale.py [--boards 32] [--seconds 10]
+    .venv/bin/python bench/fleet_scale.py [--boards 32] [--seconds 10] [--rounds 3]
 
 Needs root (the boards' namespaces, sshd, SCHED_FIFO).
 """
@@ -31,6 +34,7 @@ import argparse
 import compileall
 import os
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -113,6 +117,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--boards", type=int, default=32)
     ap.add_argument("--seconds", type=int, default=10)
+    ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
     if os.geteuid() != 0:
         print("fleet_scale needs root (the boards' namespaces and sshds)", file=sys.stderr)
@@ -134,28 +139,35 @@ def main() -> int:
         one = rt + ["latency", "pi-01", "--ssh-config", str(cfg), "--duration", f"{args.seconds}s", "--cpus", "0",
                     "--interval-us", "10000", "--json"]
         fleet = rt + ["fleet", "latency", str(inv), "--duration", f"{args.seconds}s", "--json", "--new"]
-        singles = []
-        w, c, m, p = timed(one, env, rack)
-        assert p.returncode == 0, p.stderr
-        singles.append((w, c, m.peak))
-        fw, fc, fmem, fp = timed(fleet, env, rack)
-        fm, fn = fmem.peak, fmem.count_peak
-        assert fp.returncode == 0, fp.stderr[-2000:]
-        w, c, m, p = timed(one, env, rack)
-        assert p.returncode == 0, p.stderr
-        singles.append((w, c, m.peak))
-        sw = sum(s[0] for s in singles) / 2
-        sc = sum(s[1] for s in singles) / 2
+        def single() -> tuple[float, float, int]:
+            w, c, m, p = timed(one, env, rack)
+            assert p.returncode == 0, p.stderr
+            return w, c, m.peak
+
+        singles = [single()]
+        fleets = []
+        for _ in range(args.rounds):
+            fw, fc, fmem, fp = timed(fleet, env, rack)
+            assert fp.returncode == 0, fp.stderr[-2000:]
+            fleets.append((fw, fc, fmem))
+            singles.append(single())
+        ratios = [f[0] / ((singles[i][0] + singles[i + 1][0]) / 2) for i, f in enumerate(fleets)]
+        mid = sorted(range(len(ratios)), key=ratios.__getitem__)[len(ratios) // 2]   # the median round
+        fw, fc, fmem = fleets[mid]
+        sw = statistics.median(s[0] for s in singles)
+        sc = statistics.median(s[1] for s in singles)
         sm = max(s[2] for s in singles)
-        print(f"fleet_scale: {args.boards} boards, runs of {args.seconds} s "
+        print(f"fleet_scale: {args.boards} boards, runs of {args.seconds} s, {args.rounds} rounds "
               f"({time.strftime('%Y-%m-%d')}, {os.cpu_count()} CPUs)")
-        print(f"  one board   `rtforge latency HOST`:        wall {singles[0][0]:.1f} s and {singles[1][0]:.1f} s "
-              f"(mean {sw:.1f} s), controller CPU {sc:.1f} s, peak memory {sm / 2**20:.0f} MiB")
-        print(f"  {args.boards} boards  `rtforge fleet latency INV`: wall {fw:.1f} s, controller CPU {fc:.1f} s "
-              f"({fc / args.boards:.2f} s per board), peak memory {fm / 2**20:.0f} MiB "
-              f"({fm / args.boards / 2**20:.0f} MiB per board, {fn} processes at most)")
-        print(f"  ratio fleet/one board: wall {fw / sw:.2f}x (goal <= 1.5x)")
-        print(f"  (this bench's memory sampling, once a second, took {fmem.cpu_s:.1f} s of CPU during the fleet run)")
+        print(f"  one board   `rtforge latency HOST`:        wall {' '.join(f'{s[0]:.1f}' for s in singles)} s "
+              f"(median {sw:.1f} s), controller CPU {sc:.1f} s, peak memory {sm / 2**20:.0f} MiB")
+        print(f"  {args.boards} boards  `rtforge fleet latency INV`: wall {' '.join(f'{f[0]:.1f}' for f in fleets)} s; "
+              f"the median round: wall {fw:.1f} s, controller CPU {fc:.1f} s ({fc / args.boards:.2f} s per board), "
+              f"peak memory {fmem.peak / 2**20:.0f} MiB ({fmem.peak / args.boards / 2**20:.0f} MiB per board, "
+              f"{fmem.count_peak} processes at most)")
+        print(f"  ratio fleet/one board: wall {ratios[mid]:.2f}x median, {min(ratios):.2f}x to {max(ratios):.2f}x "
+              f"(goal <= 1.5x)")
+        print(f"  (this bench's memory sampling, once a second, took {fmem.cpu_s:.1f} s of CPU during that fleet run)")
         return 0
     finally:
         rack.stop()
