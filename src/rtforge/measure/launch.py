@@ -90,12 +90,11 @@ def launch(target: RunSite, contact: Contact, store: Store, result: RunResult, e
         with tempfile.TemporaryDirectory(prefix="rtforge-stage-") as tmp:
             stage = _stage(Path(tmp), result, engine, files, loads)
             t.put_verified(stage, d, sudo=run.sudo, step="copying the run")  # every file, checked there
-        if "rtprobe" in files:  # the system's metadata, before the run, so a crash keeps it
+        described = False
+        if "rtprobe" in files:  # the system's metadata, written before the run starts, so a crash keeps it
             meta = _check_and_describe(target, run, probe_prefix, result, check_rt)
             if meta is not None:
-                result.system = describe(meta)
-                t.write_bytes(f"{d}/raw/runner/run.json", result.to_json().encode(), sudo=run.sudo,
-                              step="recording the run's description")
+                result.system, described = describe(meta), True
         if target.local:
             result.owner = owner_of(os.getpid())
             store.save(result)
@@ -107,7 +106,11 @@ def launch(target: RunSite, contact: Contact, store: Store, result: RunResult, e
         launcher = "auto" if (contact.is_root or run.sudo) else "setsid"  # systemd-run needs root
         start_argv = ["sh", f"{d}/runner.sh", "start", d, launcher, str(round(settle_s * 10))]
         try:
-            r = t.run(start_argv, sudo=run.sudo, timeout=START_TIMEOUT_S + settle_s, step="starting the run")
+            if described:  # run.json with the metadata, then the start: one round trip
+                r = t.write_then_run(f"{d}/raw/runner/run.json", result.to_json().encode(), start_argv,
+                                     sudo=run.sudo, timeout=START_TIMEOUT_S + settle_s, step="starting the run")
+            else:
+                r = t.run(start_argv, sudo=run.sudo, timeout=START_TIMEOUT_S + settle_s, step="starting the run")
         except ConnectionLost:
             r = None
         if r is None or r.returncode < 0:

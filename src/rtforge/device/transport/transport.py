@@ -273,6 +273,13 @@ class Transport(ABC):
             step=step or f"writing {path}",
         )
 
+    def write_then_run(self, path: str, data: bytes, argv: list[str], *, sudo: bool = False,
+                       timeout: float | None = None, step: str | None = None) -> subprocess.CompletedProcess:
+        """write_bytes(path, data), then argv, in one round trip; argv's result
+        (a failed write: its own non-zero status, argv not run)."""
+        return self.run(["sh", "-c", _ATOMIC_WRITE + '; shift 2; exec "$@"', "sh", path, "644", *argv], input=data,
+                        sudo=sudo, timeout=timeout, step=step or f"writing {path}")
+
     def put(self, local: Path, remote: str, *, sudo: bool = False, step: str | None = None) -> None:
         self.write_bytes(
             remote, Path(local).read_bytes(), mode=f"{Path(local).stat().st_mode & 0o777:o}", sudo=sudo, step=step
