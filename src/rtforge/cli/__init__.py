@@ -11,6 +11,7 @@ store rebuilding its index, say) come through the "rtforge" logger.
 from __future__ import annotations
 
 import difflib
+import functools
 import importlib
 import logging
 import os
@@ -65,13 +66,18 @@ class LazyGroup(TyperGroup):
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
         if name not in COMMANDS:
             return None
-        module = importlib.import_module(f"{__name__}.{COMMANDS[name]}")
-        cmd = typer.main.get_command(module.app)
-        if isinstance(cmd, click.Group):
-            cmd = cmd.get_command(ctx, name)
-        if cmd is not None:
-            cmd.rich_help_panel = PANELS[name]  # type: ignore[attr-defined]
-        return cmd
+        if name not in _BUILT:   # typer builds click's objects from the signatures: once per process
+            module = importlib.import_module(f"{__name__}.{COMMANDS[name]}")
+            cmd = typer.main.get_command(module.app)
+            if isinstance(cmd, click.Group):
+                cmd = cmd.get_command(ctx, name)
+            if cmd is not None:
+                cmd.rich_help_panel = PANELS[name]  # type: ignore[attr-defined]
+            _BUILT[name] = cmd
+        return _BUILT[name]
+
+
+_BUILT: dict[str, click.Command | None] = {}
 
 
 app = typer.Typer(
@@ -124,12 +130,25 @@ def _error(message: str) -> None:
     print(f"rtforge: error: {clean(message)}", file=sys.stderr)
 
 
+@functools.cache
+def root_command() -> click.Command:
+    return typer.main.get_command(app)
+
+
+def prepare(names: tuple[str, ...]) -> None:
+    """Import and build these commands now (rtforge fleet's fork server, before it forks)."""
+    group = root_command()
+    with click.Context(group) as ctx:
+        for name in names:
+            group.get_command(ctx, name)   # type: ignore[attr-defined]
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run rtforge in-process and return its exit status (tests call this)."""
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
     _warnings_to_stderr()
-    command = typer.main.get_command(app)
+    command = root_command()
     args = sys.argv[1:] if argv is None else argv
     try:
         rv = command.main(args=args, prog_name="rtforge", standalone_mode=False)

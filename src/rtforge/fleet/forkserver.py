@@ -41,9 +41,9 @@ import sys
 import traceback
 
 ENV = "RTFORGE_FORKSERVER"
-# The commands the collection's modules run (rtforge.cli's lazily imported modules) and what they import late.
-PRELOAD = ("rtforge.cli", "rtforge.cli.latency", "rtforge.cli.remote", "rtforge.cli.device", "rtforge.cli.doctor",
-           "numpy")
+# The commands the collection's modules run (imported and built before forking) and what they import late.
+COMMANDS = ("latency", "attach", "fetch", "deploy", "doctor")
+PRELOAD = ("numpy",)
 MAX_REQUEST = 1 << 20   # an environment and a command line
 
 
@@ -70,6 +70,8 @@ class Server:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
 
     def serve(self) -> int:
+        from rtforge import cli
+        cli.prepare(COMMANDS)
         for name in PRELOAD:
             importlib.import_module(name)
         wake_r, wake_w = os.pipe()
