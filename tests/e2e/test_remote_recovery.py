@@ -67,19 +67,31 @@ def test_a_dropped_connection_loses_nothing(board, sshd, tmp_path):
                   "--load", "cpu,net", "--json", "--poll-s", "0.3")
     running_run()
     assert wait_for(lambda: tagged(tag, "ping"), timeout=5)  # the host floods the board meanwhile
-    masters = set()
-    for _ in range(4):  # cut it again and again: polls in flight die too
+    masters, cuts, deadline = set(), 0, time.monotonic() + 30
+    while cuts < 4 and time.monotonic() < deadline:  # cut it again and again, each time under a poll in flight
         ssh = tagged(tag, "ssh")
+        if not any(b"runner.sh\0status" in _cmdline(pid) or b"runner.sh status" in _cmdline(pid) for pid in ssh):
+            time.sleep(0.005)
+            continue
         masters |= set(ssh)
         for pid in ssh:
             os.kill(pid, signal.SIGKILL)
         sshd.cut_connections()
+        cuts += 1
         time.sleep(0.5)
+    assert cuts == 4, "no poll was caught in flight: nothing was cut"
     out, err = p.communicate(timeout=60)
     assert p.returncode == 0, err
     assert masters and "connection to board lost" in err and "reconnected to board" in err
     assert_whole(json.loads(out), 6, tmp_path / "results")
     assert wait_for(lambda: not tagged(tag), timeout=10)  # no ping, no ssh master left here
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
 
 
 @pytest.mark.slow
@@ -213,13 +225,19 @@ class _CutDuringStart:
         real = transport._exec
 
         def _exec(argv, *, input, timeout):
-            if argv[2:3] != ["start"]:
+            # `sh DIR/runner.sh start DIR ...`, alone or after the command that writes run.json
+            at = next((i for i in range(1, len(argv) - 1) if argv[i] == "start" and argv[i - 1].endswith("/runner.sh")),
+                      None)
+            if at is None:
                 return real(argv, input=input, timeout=timeout)
             import subprocess
 
-            p = subprocess.Popen(transport.command(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            p = subprocess.Popen(transport.command(argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                  stderr=subprocess.PIPE)
-            state = Path(argv[3]) / "raw" / "runner" / "state"
+            p.stdin.write(input or b"")   # run.json's text (small): then the command runs on
+            p.stdin.close()
+            p.stdin = None   # communicate() below must not flush it again
+            state = Path(argv[at + 1]) / "raw" / "runner" / "state"
             wait_for(lambda: state.exists() and state.read_text().startswith("settling"), timeout=30)
             p.kill()
             out, err = p.communicate()

@@ -38,7 +38,7 @@ from .engines import PRIVILEGE_HINT, EngineCommand, engine_command
 from .lifecycle import owner_of, runner_owner, runner_text
 from .loads import HOST_LOADS, HostFlood, check_privileges, deadline_for, load_commands
 from .probebuild import build_probe
-from .runner import Poll, Runner, busy_with, held_signals
+from .runner import Poll, Runner, busy_with, held_signals, script_argv
 from .spec import LatencySpec
 from .target import Contact, RunSite, check_tools, first_contact, make_target, target_loads, tools_for
 
@@ -245,12 +245,14 @@ def prepare(target: RunSite, tools: dict, install: bool, on_step: Callable[[str]
     a missing tracer needs another kernel, not a package), tools (and
     whether the optional ones are there) and the one-run-per-target rule."""
     on_step(f"connecting to {target.transport.name}" if not target.local else "checking this machine")
-    contact = first_contact(target, [*tools, *optional])
+    # whether it is measuring already, asked with the facts (one round trip): before anything is uploaded
+    contact = first_contact(target, [*tools, *optional], then=script_argv("busy", target.base))
     if trace:
         support = tracing.detect(target.transport, sudo=not target.local and not contact.is_root)
         tracing.require(support, target.where, contact.is_root or not target.local)
     check_tools(tools, target, contact, install, on_step)
-    owner = busy_with(target.transport, target.base)
+    # after an install (minutes, perhaps), ask again
+    owner = busy_with(target.transport, target.base) if install else contact.then.strip()
     if owner:
         raise busy_error(target, owner)
     return contact

@@ -78,8 +78,13 @@ class RunInfo:
         return self.state in FINAL_STATES
 
 
+def script_argv(command: str, base: str) -> list[str]:
+    """The runner's BASE-wide commands (busy, list), run without its file."""
+    return ["sh", "-c", runner_text(), "runner", command, base]
+
+
 def _script(transport: Transport, command: str, base: str, step: str) -> str:
-    return transport.run(["sh", "-c", runner_text(), "runner", command, base], check=True, step=step).stdout
+    return transport.run(script_argv(command, base), check=True, step=step).stdout
 
 
 def list_runs(transport: Transport, base: str = BASE_DIR) -> list[RunInfo]:

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..device import ConnectionLost, LocalTransport, Transport
-from ..device.transport.facts import read_facts
+from ..device.transport.facts import read_facts_then
 from ..errors import UserError
 from ..paths import resolved
 from ..results.store import Store
@@ -39,6 +39,7 @@ class Contact:
     ncpus: int            # online CPUs: the loads' {ncpus}
     cpus: list[int]       # CPUs a run may measure: online and allowed
     tools: set[str] = field(default_factory=set)
+    then: str = ""        # what the command first_contact ran after the facts printed
 
 
 @dataclass
@@ -64,10 +65,11 @@ def make_target(store: Store, transport: Transport | None = None, base: str | No
     return RunSite(transport, base or BASE_DIR, False)
 
 
-def first_contact(target: RunSite, tools: list[str]) -> Contact:
+def first_contact(target: RunSite, tools: list[str], then: list[str] | None = None) -> Contact:
+    """The target's facts; `then`, a command run in the same round trip (its output: Contact.then)."""
     t = target.transport
     try:
-        f = read_facts(t, tools=tools, timeout=60)
+        f, said = read_facts_then(t, tools=tools, then=then, timeout=60)
     except ConnectionLost as e:
         detail = str(e).split(": ", 1)[-1]
         raise UserError(f"cannot reach {t.name} over SSH ({detail}): check the host name, "
@@ -77,7 +79,8 @@ def first_contact(target: RunSite, tools: list[str]) -> Contact:
     allowed = set(parse_cpu_list(f.allowed)) if f.allowed else set(online)
     return Contact(machine=f.machine, hostname=f.hostname or ("localhost" if target.local else t.name),
                    is_root=f.is_root, address="127.0.0.1" if target.local else f.ssh_address or "127.0.0.1",
-                   ncpus=f.ncpus or len(online), cpus=[c for c in online if c in allowed] or online, tools=f.tools)
+                   ncpus=f.ncpus or len(online), cpus=[c for c in online if c in allowed] or online, tools=f.tools,
+                   then=said)
 
 
 def target_loads(loads: list[str], target: RunSite) -> list[str]:

@@ -15,6 +15,7 @@ Files are read below the device's root ("" on a real board; a test tree or
 
 from __future__ import annotations
 
+import shlex
 import subprocess
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
@@ -181,9 +182,24 @@ def from_blocks(v: dict[str, str]) -> DeviceFacts:
     )
 
 
+# The facts, then a caller's command (shell-quoted, in $1), whose output is the block "then".
+SCRIPT_THEN = FUNCTION + '_then=$1; shift\nrtforge_facts "$@"\nprintf \'\\n@@then\\n\'\neval "$_then"\nexit 0\n'
+
+
 def read_facts(t: Runs, root: str = "", tools: tuple[str, ...] | list[str] = (), *,
                timeout: float | None = None) -> DeviceFacts:
     """Everything in one round trip (a board on Wi-Fi pays for each)."""
-    out = t.run(["/bin/sh", "-c", SCRIPT, "sh", root.rstrip("/"), *tools], check=True, timeout=timeout,
-                step="reading the board's facts").stdout
-    return from_blocks(blocks(out))
+    return read_facts_then(t, root, tools, timeout=timeout)[0]
+
+
+def read_facts_then(t: Runs, root: str = "", tools: tuple[str, ...] | list[str] = (), then: list[str] | None = None,
+                    *, timeout: float | None = None) -> tuple[DeviceFacts, str]:
+    """read_facts, and the output of the command `then` run after them in the same round trip
+    (its exit status is not kept: a caller that needs it asks on its own)."""
+    if then is None:
+        argv = ["/bin/sh", "-c", SCRIPT, "sh", root.rstrip("/"), *tools]
+    else:
+        argv = ["/bin/sh", "-c", SCRIPT_THEN, "sh", shlex.join(then), root.rstrip("/"), *tools]
+    out = t.run(argv, check=True, timeout=timeout, step="reading the board's facts").stdout
+    found = blocks(out)
+    return from_blocks(found), found.get("then", "")
