@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 import rtforge
-from rtforge.fleet import forkserver
+from rtforge.cli import forkserver
 
 RUNNER = (Path(rtforge.__file__).parent / "ansible/ansible_collections/rtforge/rtforge/plugins/module_utils/runner.py")
 ANSIBLE_PYTHON = "/usr/bin/python3"   # Debian's ansible-core runs the modules' code with it

@@ -28,6 +28,7 @@ from ..fleet import drive, inventory
 from ..fleet.playbook import Interrupted
 from ..fleet.status import NOT_REACHED, WORDS, Live, exit_status, result_json
 from ..results.store import Store
+from . import forkserver
 from .common import RESULTS_DIR, err_console
 from .render import Col, cell, fitted, make_console, shown, us
 
@@ -208,7 +209,7 @@ def _run(plan: drive.Plan, as_json: bool, doing: str) -> int:
     view = _View(plan, doing)
     try:
         with view:
-            tracker = drive.play(plan, view.update)
+            tracker = drive.play(plan, view.update, forkserver.serve_argv)
     except Interrupted:
         err.print(f"interrupted: what each board came to is kept in {c.dir}; a board's run goes on there, and "
                   "the same command again collects it", highlight=False)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,12 +25,13 @@ from ..device.transport.ssh import check_destination
 from ..errors import UserError
 from ..results.store import Store
 from ..units import shown
-from . import forkserver, playbook, settings
+from . import playbook, settings
 from .campaign import Campaign, open_campaign
 from .inventory import Inventory
 from .status import InventoryRefused, Live, Tracker
 
 DEFAULT_FORKS_MAX = 64   # the boards measure; the controller only waits (bench/fleet_scale.py: 32 at once)
+RTFORGE_COMMAND = [sys.executable, "-m", "rtforge"]   # how the modules run rtforge: as this one runs
 RESUMABLE = ("lost", "interrupted", "failed")   # outcomes after which a run of ours may be going on a board
 
 
@@ -64,7 +66,7 @@ def _forks(forks: int | None, n: int) -> int:
 
 
 def base_vars(store: Store, campaign: Campaign) -> dict[str, Any]:
-    return {"rtforge_command": forkserver.command(), "rtforge_results_dir": str(store.root),
+    return {"rtforge_command": RTFORGE_COMMAND, "rtforge_results_dir": str(store.root),
             "rtforge_ssh_config": str(campaign.dir / "ssh_config"), "rtforge_since": campaign.started}
 
 
@@ -185,9 +187,11 @@ def plan_simple(command: str, inv: Inventory, store: Store, extra: dict[str, Any
                 _forks(forks, len(inv.hosts)))
 
 
-def play(plan: Plan, on_update: Callable[[Live], None] | None = None) -> Tracker:
+def play(plan: Plan, on_update: Callable[[Live], None] | None = None,
+         serve: Callable[[str, list[str]], list[str]] | None = None) -> Tracker:
     """Run the plan's playbook over its boards; the tracker holds what each came to.  Ctrl-C: the
-    play is interrupted (each board's run goes on there), the record saved, Interrupted raised."""
+    play is interrupted (each board's run goes on there), the record saved, Interrupted raised.
+    serve: wraps the play's command line in a server of rtforge (playbook.run)."""
     tracker = Tracker(plan.campaign, plan.todo)
     plan.campaign.plays += 1
     plan.campaign.save()
@@ -202,7 +206,7 @@ def play(plan: Plan, on_update: Callable[[Live], None] | None = None) -> Tracker
     argv = playbook.playbook_argv(plan.command, plan.inventory.source, plan.campaign.dir, plan.extra_vars,
                                   plan.todo, plan.forks)
     try:
-        rc = playbook.run(argv, plan.campaign.dir, on_event)
+        rc = playbook.run(argv, plan.campaign.dir, on_event, serve)
     except InventoryRefused as e:
         # the inventory's fault, found before any board was touched: no record of a campaign that never began
         if not plan.resumed:

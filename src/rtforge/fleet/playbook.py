@@ -7,8 +7,9 @@ error and Ansible's log go to the campaign's folder.  The hosts are given
 as a limit file (`--limit @FILE`, Ansible's retry-file form): the boards
 this run must still do, however the user's own --limit named them.
 
-It runs under rtforge's fork server (forkserver.py: each board's rtforge
-is forked from one that imported it once) in a session of its own, so a
+It runs (when rtforge fleet asks: `serve`) under rtforge's fork server
+(cli/forkserver.py: each board's rtforge is forked from one that imported
+it once), in a session of its own, so a
 Ctrl-C at the terminal reaches rtforge fleet alone; rtforge then passes it
 on to the whole play at once (every rtforge under it lets go of its
 board's run, which goes on there), reads the last events for a while, and
@@ -28,7 +29,6 @@ from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
 
-from . import forkserver
 from .inventory import ansible_env
 
 COLLECTIONS = Path(str(resources.files("rtforge") / "ansible"))
@@ -48,9 +48,11 @@ def playbook_argv(name: str, inventory: str, folder: Path, extra_vars: dict, hos
             "--limit", f"@{folder / 'limit'}", "--forks", str(max(1, forks))]
 
 
-def run(argv: list[str], folder: Path, on_event: Callable[[dict], None]) -> int:
+def run(argv: list[str], folder: Path, on_event: Callable[[dict], None],
+        serve: Callable[[str, list[str]], list[str]] | None = None) -> int:
     """Run the play, calling on_event for each event; its exit status.  Ctrl-C (or SIGTERM) is passed
-    on to the play, whose last events are still read; then Interrupted is raised."""
+    on to the play, whose last events are still read; then Interrupted is raised.  serve(socket, argv):
+    the command line that runs argv under a server listening on socket."""
     env = ansible_env({
         "ANSIBLE_COLLECTIONS_PATH": str(COLLECTIONS), "ANSIBLE_COLLECTIONS_PATHS": str(COLLECTIONS),
         "ANSIBLE_STDOUT_CALLBACK": "rtforge.rtforge.events", "ANSIBLE_LOG_PATH": str(folder / "ansible.log"),
@@ -59,7 +61,8 @@ def run(argv: list[str], folder: Path, on_event: Callable[[dict], None]) -> int:
         "PYTHONUNBUFFERED": "1"})
     # the server's socket: in a folder of its own (a Unix socket's path has ~100 bytes at most)
     private = tempfile.mkdtemp(prefix="rtforge-fleet-")
-    argv = forkserver.serve_argv(os.path.join(private, "forkserver"), argv)
+    if serve is not None:
+        argv = serve(os.path.join(private, "forkserver"), argv)
     try:
         with open(folder / "ansible.stderr", "ab") as err, open(folder / "events.jsonl", "a") as log:
             p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=err, stdin=subprocess.DEVNULL, env=env,

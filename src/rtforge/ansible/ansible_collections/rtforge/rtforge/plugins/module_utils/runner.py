@@ -107,7 +107,7 @@ def run(argv, deadline_s=None, env=None):
 
 def _forkserver(argv):
     """(socket, length of the command) when rtforge fleet runs this play under its fork server
-    (rtforge.fleet.forkserver) and argv is the command it serves."""
+    (rtforge.cli.forkserver) and argv is the command it serves."""
     try:
         server = json.loads(os.environ.get("RTFORGE_FORKSERVER") or "null")
         cmd = list(server["command"])

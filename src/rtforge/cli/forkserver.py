@@ -5,7 +5,7 @@ the rtforge command).  On a controller with few CPUs, starting 32 Pythons
 that each import rtforge (typer, rich, numpy: ~0.3 s of CPU each) delays
 the last board's start by seconds.  So the play runs under this server:
 
-    python -m rtforge.fleet.forkserver SOCKET -- ansible-playbook ARGS...
+    python -m rtforge.cli.forkserver SOCKET -- ansible-playbook ARGS...
 
 It listens on SOCKET (a Unix socket in the campaign's private folder),
 starts the play with RTFORGE_FORKSERVER in its environment, imports the
@@ -40,6 +40,9 @@ import subprocess
 import sys
 import traceback
 
+from ..fleet.drive import RTFORGE_COMMAND
+from . import prepare, run
+
 ENV = "RTFORGE_FORKSERVER"
 # The commands the collection's modules run (imported and built before forking) and what they import late.
 COMMANDS = ("latency", "attach", "fetch", "deploy", "doctor")
@@ -48,12 +51,13 @@ MAX_REQUEST = 1 << 20   # an environment and a command line
 
 
 def command() -> list[str]:
-    """What the modules are told to run as rtforge: this Python, as `rtforge fleet` itself runs."""
-    return [sys.executable, "-m", "rtforge"]
+    """The command line the server serves: what rtforge fleet tells the modules to run as rtforge."""
+    return RTFORGE_COMMAND
 
 
 def serve_argv(sock: str, play: list[str]) -> list[str]:
-    return [sys.executable, "-m", "rtforge.fleet.forkserver", sock, "--", *play]
+    """The play's command line, run under a server listening on sock (rtforge fleet's play wrapper)."""
+    return [sys.executable, "-m", "rtforge.cli.forkserver", sock, "--", *play]
 
 
 class Server:
@@ -70,8 +74,7 @@ class Server:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
 
     def serve(self) -> int:
-        from rtforge import cli
-        cli.prepare(COMMANDS)
+        prepare(COMMANDS)
         for name in PRELOAD:
             importlib.import_module(name)
         wake_r, wake_w = os.pipe()
@@ -157,7 +160,6 @@ class Server:
             os.environ.clear()
             os.environ.update(request["env"])
             sys.argv = ["rtforge", *request["argv"]]
-            from rtforge.cli import run
             run()
             code = 0
         except SystemExit as e:
@@ -181,7 +183,7 @@ def _send(conn: socket.socket, message: dict) -> None:
 
 def main(argv: list[str]) -> int:
     if len(argv) < 3 or argv[1] != "--":
-        print("usage: python -m rtforge.fleet.forkserver SOCKET -- PLAY-COMMAND...", file=sys.stderr)
+        print("usage: python -m rtforge.cli.forkserver SOCKET -- PLAY-COMMAND...", file=sys.stderr)
         return 2
     # Ctrl-C reaches the whole session: the play and the forked rtforges act on it; the server ignores
     # it, to reap them and pass on their exit statuses.  SIGTERM (rtforge fleet's last resort) ends it.
