@@ -96,6 +96,7 @@ def test_the_requesters_folder_and_environment_are_the_childs(play, tmp_path):
 
 
 @pytest.mark.root
+@pytest.mark.slow
 def test_the_deadline_reaches_the_forked_rtforge_which_keeps_what_it_measured(play, tmp_path):
     if os.geteuid() != 0:
         pytest.skip("SCHED_FIFO needs root")
