@@ -17,6 +17,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -121,3 +122,67 @@ def test_a_command_the_server_does_not_serve_or_a_gone_server_is_execd(play, tmp
     rc, (r,), _ = play([{"argv": forkserver.command() + ["--version"], "env": {forkserver.ENV: gone}}],
                        serve=False)
     assert not r["forked"] and r["rc"] == 0
+
+
+def _ask(sock: Path, request: bytes) -> tuple[list[dict], bytes]:
+    """One raw request: its answers and what the child wrote on its standard output."""
+    import socket
+
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+        conn.connect(str(sock))
+        socket.send_fds(conn, [request], [out_w, err_w])
+        os.close(out_w)
+        os.close(err_w)
+        with os.fdopen(out_r, "rb") as out, os.fdopen(err_r, "rb"):
+            written = out.read()
+            answers = [json.loads(line) for line in conn.makefile("rb")]
+    return answers, written
+
+
+@pytest.mark.slow
+def test_a_malformed_request_is_refused_and_the_server_serves_on(tmp_path):
+    sock = tmp_path / "sock"
+    server = subprocess.Popen(forkserver.serve_argv(str(sock), ["sleep", "3"]), stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 30
+        while not sock.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        for bad in (b"not json\n", b'{"argv": "--version", "env": {}, "cwd": "/"}\n',
+                    b'{"argv": ["--version"], "env": {"A": 1}, "cwd": "/"}\n'):
+            answers, written = _ask(sock, bad)
+            assert len(answers) == 1 and "error" in answers[0] and written == b"", bad
+        good = json.dumps({"argv": ["--version"], "env": dict(os.environ), "cwd": str(tmp_path)}).encode() + b"\n"
+        answers, written = _ask(sock, good)
+        assert [sorted(a) for a in answers] == [["pid"], ["status"]] and answers[1]["status"] == 0
+        assert written == f"rtforge {rtforge.__version__}\n".encode()
+        assert server.wait(timeout=60) == 0, server.stderr.read()
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+
+
+def test_a_forked_rtforge_has_a_fresh_interpreters_signals():
+    """SIGPIPE ignored (a write to a closed pipe is an error rtforge handles, as Python starts),
+    SIGINT a KeyboardInterrupt, SIGTERM and SIGCHLD default -- whatever the server had set."""
+    import signal
+
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:   # pragma: no cover (the child reports through the pipe)
+        try:
+            for s in (signal.SIGINT, signal.SIGTERM, signal.SIGCHLD):
+                signal.signal(s, signal.SIG_IGN)   # as a server might have them
+            signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+            forkserver.child_signals()
+            said = [signal.getsignal(s) for s in (signal.SIGPIPE, signal.SIGINT, signal.SIGTERM, signal.SIGCHLD)]
+            os.write(w, repr([s is signal.default_int_handler if callable(s) else int(s) for s in said]).encode())
+        finally:
+            os._exit(0)
+    os.close(w)
+    with os.fdopen(r) as f:
+        said = f.read()
+    os.waitpid(pid, 0)
+    assert said == repr([int(signal.SIG_IGN), True, int(signal.SIG_DFL), int(signal.SIG_DFL)])

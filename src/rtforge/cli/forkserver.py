@@ -74,9 +74,12 @@ class Server:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
 
     def serve(self) -> int:
-        prepare(COMMANDS)
-        for name in PRELOAD:
-            importlib.import_module(name)
+        try:
+            prepare(COMMANDS)
+            for name in PRELOAD:
+                importlib.import_module(name)
+        except Exception:   # the children import what they need themselves: slower, not wrong
+            traceback.print_exc()
         wake_r, wake_w = os.pipe()
         os.set_blocking(wake_w, False)
         signal.set_wakeup_fd(wake_w)
@@ -110,7 +113,10 @@ class Server:
                 conn.close()
 
     def _accept(self) -> None:
-        conn, _ = self.listener.accept()
+        try:
+            conn, _ = self.listener.accept()
+        except OSError:   # the requester gave up, or no descriptor is left: it execs the command
+            return
         fds: list[int] = []
         try:
             conn.settimeout(10.0)
@@ -120,18 +126,16 @@ class Server:
                 if not more:
                     break
                 data += more
-            request = json.loads(data)
-            if len(fds) != 2:
-                raise ValueError("a request comes with two descriptors")
-        except (OSError, ValueError) as e:
+            request = _checked(json.loads(data), fds)
+            sys.stdout.flush()
+            sys.stderr.flush()
+            pid = os.fork()
+        except Exception as e:   # a bad request or a failed fork: that requester alone is told (it execs)
             for fd in fds:
                 os.close(fd)
-            _send(conn, {"error": str(e)})
+            _send(conn, {"error": str(e) or type(e).__name__})
             conn.close()
             return
-        sys.stdout.flush()
-        sys.stderr.flush()
-        pid = os.fork()
         if pid == 0:
             self._child(request, fds, conn)   # never returns
         for fd in fds:
@@ -142,10 +146,7 @@ class Server:
     def _child(self, request: dict, fds: list[int], conn: socket.socket) -> None:
         code = 1
         try:
-            signal.set_wakeup_fd(-1)
-            for s in (signal.SIGCHLD, signal.SIGTERM, signal.SIGPIPE):
-                signal.signal(s, signal.SIG_DFL)
-            signal.signal(signal.SIGINT, signal.default_int_handler)
+            child_signals()
             self.listener.close()
             conn.close()
             for other in self.pending.values():
@@ -174,6 +175,28 @@ class Server:
                 os._exit(code)
 
 
+def child_signals() -> None:
+    """A forked rtforge's signals as a fresh interpreter's: SIGINT raises KeyboardInterrupt, SIGTERM
+    and SIGCHLD are default, and SIGPIPE stays ignored (Python's own setting: a write to a closed
+    pipe, say ssh's stdin, is an error rtforge handles, not its death)."""
+    signal.set_wakeup_fd(-1)
+    for s in (signal.SIGCHLD, signal.SIGTERM):
+        signal.signal(s, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+
+
+def _checked(request, fds: list[int]) -> dict:
+    if len(fds) != 2:
+        raise ValueError("a request comes with two descriptors")
+    if not (isinstance(request, dict) and isinstance(request.get("argv"), list)
+            and all(isinstance(a, str) for a in request["argv"]) and isinstance(request.get("cwd"), str)
+            and isinstance(request.get("env"), dict)
+            and all(isinstance(k, str) and isinstance(v, str) for k, v in request["env"].items())):
+        raise ValueError("a request is {argv: [str], env: {str: str}, cwd: str}")
+    return request
+
+
 def _send(conn: socket.socket, message: dict) -> None:
     try:
         conn.sendall(json.dumps(message).encode() + b"\n")
@@ -187,14 +210,23 @@ def main(argv: list[str]) -> int:
         return 2
     # Ctrl-C reaches the whole session: the play and the forked rtforges act on it; the server ignores
     # it, to reap them and pass on their exit statuses.  SIGTERM (rtforge fleet's last resort) ends it.
-    server = Server(argv[0], argv[2:])
     try:
-        return server.serve()
+        server = Server(argv[0], argv[2:])
+    except OSError as e:   # no socket (a path too long for one, say): the play runs unserved
+        print(f"rtforge: the fork server could not listen ({e}); each board's rtforge starts on its own",
+              file=sys.stderr)
+        os.execvp(argv[2], argv[2:])
+    try:
+        status = server.serve()
     finally:
         try:
             os.unlink(argv[0])
         except OSError:
             pass
+    if status < 0:   # the play was killed by a signal: so is this, as rtforge fleet's child
+        signal.signal(-status, signal.SIG_DFL)
+        os.kill(os.getpid(), -status)
+    return status
 
 
 if __name__ == "__main__":

@@ -82,13 +82,10 @@ def run(argv, deadline_s=None, env=None):
     a board's run, which goes on there, and prints its id), then wait for that."""
     server = _forkserver(argv)
     if server is not None:
-        try:
-            conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            conn.connect(server[0])
-        except OSError:
-            conn = None   # gone (its play ended, or never was this one's): exec the command
-        if conn is not None:
-            return _run_forked(conn, argv, argv[server[1]:], deadline_s, env)
+        forked = _run_forked(server[0], argv, argv[server[1]:], deadline_s, env)
+        if forked is not None:
+            return forked
+        # no server there (its play ended, or it never was this one's), or it said no: exec the command
     t0 = time.monotonic()
     p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, env=env)
     timed_out = False
@@ -116,17 +113,26 @@ def _forkserver(argv):
         return None
 
 
-def _run_forked(conn, argv, args, deadline_s, env):
-    """run() through the fork server: the child writes into our pipes; we signal its pid."""
+def _run_forked(path, argv, args, deadline_s, env):
+    """run() through the fork server: the child writes into our pipes; we signal its pid.
+    None when no child was started (the caller then execs the command)."""
     t0 = time.monotonic()
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
     try:
-        request = json.dumps({"argv": args, "env": dict(os.environ if env is None else env), "cwd": os.getcwd()})
-        socket.send_fds(conn, [request.encode() + b"\n"], [out_w, err_w])
-    finally:
-        os.close(out_w)
-        os.close(err_w)
+        conn.connect(path)
+        request = (json.dumps({"argv": args, "env": dict(os.environ if env is None else env),
+                               "cwd": os.getcwd()}) + "\n").encode()
+        sent = socket.send_fds(conn, [request], [out_w, err_w])
+        conn.sendall(request[sent:])
+    except OSError:
+        for fd in (out_r, out_w, err_r, err_w):
+            os.close(fd)
+        conn.close()
+        return None
+    os.close(out_w)
+    os.close(err_w)
     chunks = {out_r: [], err_r: []}
     answers, buffered = [], b""
     sel = selectors.DefaultSelector()
@@ -139,13 +145,16 @@ def _run_forked(conn, argv, args, deadline_s, env):
             if pid is not None and status is None:
                 if not timed_out and deadline_s is not None and now - t0 > deadline_s:
                     timed_out, stop_at = True, now + STOP_GRACE_S
-                    os.kill(pid, signal.SIGTERM)
+                    _signal(pid, signal.SIGTERM)
                 elif stop_at is not None and now > stop_at:
                     stop_at = None
-                    os.kill(pid, signal.SIGKILL)
+                    _signal(pid, signal.SIGKILL)
             for key, _ in sel.select(timeout=1.0):
                 if key.fileobj is conn:
-                    data = conn.recv(65536)
+                    try:
+                        data = conn.recv(65536)
+                    except OSError:
+                        data = b""
                     buffered += data
                     while b"\n" in buffered:
                         line, buffered = buffered.split(b"\n", 1)
@@ -165,13 +174,19 @@ def _run_forked(conn, argv, args, deadline_s, env):
         conn.close()
         os.close(out_r)
         os.close(err_r)
+    if pid is None:   # refused (a bad request, a failed fork) or gone before it forked: nothing ran
+        return None
     out, err = (b"".join(chunks[fd]).decode(errors="replace") for fd in (out_r, err_r))
-    refused = next((a["error"] for a in answers if "error" in a), None)
-    if refused is not None:
-        err += "rtforge's fork server refused the request: %s\n" % refused
     if status is None:   # the server went away before the child's end (it was killed): no status to give
         status = -signal.SIGKILL
     return Finished(argv, status, out, err, timed_out, time.monotonic() - t0, forked=True)
+
+
+def _signal(pid, signum):
+    try:
+        os.kill(pid, signum)
+    except ProcessLookupError:
+        pass   # it ended a moment ago: its status is on its way
 
 
 def outcome(f, command):
