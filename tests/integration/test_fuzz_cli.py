@@ -335,6 +335,7 @@ def test_fuzz_kernel_verify(world, edits, form, cut):
 OUT = st.sampled_from(["new", "existing", "dir", "fifo", "link", "dirlink", "dev", "proc", "missing", "dots", "empty"])
 
 
+@pytest.mark.slow
 @settings(FUZZ, max_examples=int(os.environ.get("RTFORGE_FUZZ_EXAMPLES", 60)) // 4)
 @given(command=st.sampled_from(["plot", "report"]), refs=REFS, out=OUT, results=RESULTS, damage=DAMAGE,
        kind=st.sampled_from(["hist", "timeline", "cdf", "compare"]), fmt=st.sampled_from(["html", "md"]),

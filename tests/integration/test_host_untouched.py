@@ -68,6 +68,7 @@ class Session:
         self.p.communicate()
 
 
+@pytest.mark.slow
 def test_a_session_removes_the_logins_it_created(tmp_path):
     before = rtforge_logins()
     s = Session(tmp_path)
@@ -88,6 +89,7 @@ def test_the_logins_of_a_killed_session_are_removed_by_the_next(tmp_path):
     assert rtforge_logins() == before
 
 
+@pytest.mark.slow
 def test_a_live_sessions_logins_are_left_alone(tmp_path):
     """Two sessions at once (two checkouts on one machine) leave each other's logins alone."""
     s = Session(tmp_path)

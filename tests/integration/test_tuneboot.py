@@ -195,6 +195,7 @@ def test_grub_dropin_refuses_words_the_shell_would_read_otherwise(word):
         dropin_text(["isolcpus=3", word])
 
 
+@pytest.mark.slow
 @pytest.mark.root
 def test_a_pi_without_tryboot_is_refused_and_keeps_no_record(sshd, pi_root):
     board = make_pi(sshd, pi_root)
