@@ -87,8 +87,8 @@ def fleet_latency(
 ) -> int:
     """Measure wake-up latency on every board at once, each stored as a run labelled with its inventory name.
 
-    Options given here win over the boards' rtforge_* variables (host and group vars), which win over
-    rtforge's defaults.  Run again, it resumes: what finished is collected, nothing stored is measured again."""
+    Options given here win over the boards' rtforge_* variables (host and group vars) and rtforge's defaults.
+    Run again, it resumes: what finished is collected, nothing stored is measured again."""
     if label is not None and not label.strip():
         raise UserError("--label is empty: leave it out, or give the words to add to each run's label")
     given = {"duration": duration, "loops": loops, "interval_us": interval_us, "priority": priority,
