@@ -24,6 +24,7 @@ import pytest
 
 import rtforge
 from rtforge.cli import forkserver
+from rtforge.fleet.drive import RTFORGE_COMMAND
 
 RUNNER = (Path(rtforge.__file__).parent / "ansible/ansible_collections/rtforge/rtforge/plugins/module_utils/runner.py")
 ANSIBLE_PYTHON = "/usr/bin/python3"   # Debian's ansible-core runs the modules' code with it
@@ -69,7 +70,7 @@ def play(tmp_path):
 
 
 def test_a_forked_rtforge_says_what_an_execd_one_says(play):
-    cmd = forkserver.command()
+    cmd = RTFORGE_COMMAND
     calls = [{"argv": cmd + ["--version"]},
              {"argv": cmd + ["latency", "--duration", "soon"]},
              {"argv": cmd + ["no-such-command"]}]
@@ -89,7 +90,7 @@ def test_the_requesters_folder_and_environment_are_the_childs(play, tmp_path):
     work.mkdir()
     shutil.copy(CORPUS, work / "out.txt")
     store = tmp_path / "store-from-env"
-    rc, (r,), _ = play([{"argv": forkserver.command() + ["import", "out.txt", "--json"], "cwd": str(work),
+    rc, (r,), _ = play([{"argv": RTFORGE_COMMAND + ["import", "out.txt", "--json"], "cwd": str(work),
                          "env": {"RTFORGE_RESULTS_DIR": str(store)}}])
     assert r["forked"] and r["rc"] == 0, r["err"]
     run = json.loads(r["out"])
@@ -102,7 +103,7 @@ def test_the_deadline_reaches_the_forked_rtforge_which_keeps_what_it_measured(pl
     if os.geteuid() != 0:
         pytest.skip("SCHED_FIFO needs root")
     store = tmp_path / "store"
-    rc, (r,), _ = play([{"argv": forkserver.command() + ["latency", "--duration", "60s", "--cpus", "0",
+    rc, (r,), _ = play([{"argv": RTFORGE_COMMAND + ["latency", "--duration", "60s", "--cpus", "0",
                                                          "--interval-us", "10000", "--results-dir", str(store),
                                                          "--json"],
                          "deadline_s": 3}])
@@ -118,8 +119,8 @@ def test_a_command_the_server_does_not_serve_or_a_gone_server_is_execd(play, tmp
     other = [sys.executable, "-I", "-m", "rtforge"]   # not the server's command line: exec'd
     rc, (r,), _ = play([{"argv": other + ["--version"]}])
     assert not r["forked"] and r["rc"] == 0 and r["out"] == f"rtforge {rtforge.__version__}\n"
-    gone = json.dumps({"socket": str(tmp_path / "no-such-socket"), "command": forkserver.command()})
-    rc, (r,), _ = play([{"argv": forkserver.command() + ["--version"], "env": {forkserver.ENV: gone}}],
+    gone = json.dumps({"socket": str(tmp_path / "no-such-socket"), "command": RTFORGE_COMMAND})
+    rc, (r,), _ = play([{"argv": RTFORGE_COMMAND + ["--version"], "env": {forkserver.ENV: gone}}],
                        serve=False)
     assert not r["forked"] and r["rc"] == 0
 

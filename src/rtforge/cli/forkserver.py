@@ -7,7 +7,7 @@ the last board's start by seconds.  So the play runs under this server:
 
     python -m rtforge.cli.forkserver SOCKET -- ansible-playbook ARGS...
 
-It listens on SOCKET (a Unix socket in the campaign's private folder),
+It listens on SOCKET (a Unix socket in a private temporary folder),
 starts the play with RTFORGE_FORKSERVER in its environment, imports the
 commands the modules run, and then, for each request, forks: the child is
 `rtforge ARGS` with the requester's standard output and error (passed as
@@ -44,15 +44,9 @@ from ..fleet.drive import RTFORGE_COMMAND
 from . import prepare, run
 
 ENV = "RTFORGE_FORKSERVER"
-# The commands the collection's modules run (imported and built before forking) and what they import late.
+# The commands the collection's modules run (imported and built before forking); numpy they import late.
 COMMANDS = ("latency", "attach", "fetch", "deploy", "doctor")
-PRELOAD = ("numpy",)
 MAX_REQUEST = 1 << 20   # an environment and a command line
-
-
-def command() -> list[str]:
-    """The command line the server serves: what rtforge fleet tells the modules to run as rtforge."""
-    return RTFORGE_COMMAND
 
 
 def serve_argv(sock: str, play: list[str]) -> list[str]:
@@ -67,7 +61,7 @@ class Server:
         self.listener.listen(128)   # the play's first requests may come while the imports run
         self.pending: dict[int, socket.socket] = {}   # child pid -> its requester
         self.play_status: int | None = None
-        env = {**os.environ, ENV: json.dumps({"socket": path, "command": command()})}
+        env = {**os.environ, ENV: json.dumps({"socket": path, "command": RTFORGE_COMMAND})}
         # reaped by waitpid(-1) below, never by Popen: its status is kept here
         self.play = subprocess.Popen(play, env=env, stdin=subprocess.DEVNULL)
         # only now: an ignored signal stays ignored across exec, and the play must act on Ctrl-C
@@ -76,8 +70,7 @@ class Server:
     def serve(self) -> int:
         try:
             prepare(COMMANDS)
-            for name in PRELOAD:
-                importlib.import_module(name)
+            importlib.import_module("numpy")
         except Exception:   # the children import what they need themselves: slower, not wrong
             traceback.print_exc()
         wake_r, wake_w = os.pipe()

@@ -68,7 +68,10 @@ def follow(run: Runner, expected: float | None, *, poll_s: float,
     lost = False
     while True:
         try:
-            p, first = (first, None) if first is not None else (run.poll(), None)
+            if first is not None:
+                p, first = first, None
+            else:
+                p = run.poll()
         except ConnectionLost as e:
             lost = True
             if on_connection:
