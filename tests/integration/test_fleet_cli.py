@@ -214,3 +214,32 @@ def test_the_modules_arguments_are_checked_by_ansibles_own_validator(tmp_path, m
     assert p.returncode == 2 and len(failed) == 1, p.stdout + p.stderr
     assert failed[0]["host"] == "pi-01" and failed[0]["result"]["outcome"] == "refused"
     assert says in failed[0]["result"]["msg"]
+
+
+def test_options_a_task_leaves_out_are_the_hosts_rtforge_variables(tmp_path):
+    """The roles' tasks name only the host: the action plugin takes each other option from the host's
+    rtforge_<option> variable (templated), and an option the task gives wins over the variable."""
+    from rtforge.fleet.playbook import COLLECTIONS
+
+    record = tmp_path / "argv"
+    # the rtforge command, replaced by one that writes down how it was called (and refuses, exit 2)
+    command = ["/bin/sh", "-c", f'printf "%s\\n" "$@" > {record}; exit 2', "rtforge"]
+    play = tmp_path / "play.yml"
+    play.write_text(json.dumps([{"hosts": "all", "gather_facts": False, "tasks": [
+        {"rtforge.rtforge.latency": {"host": "{{ inventory_hostname }}", "duration": "3s"}}]}]))
+    inv = tmp_path / "lab.yml"
+    inv.write_text(json.dumps({"all": {
+        "hosts": {"pi-01": {"ansible_host": "127.0.0.1", "rtforge_cpus": "0-1", "rtforge_duration": "9s"}},
+        "vars": {"rtforge_interval_us": "500", "rtforge_base": 7, "rtforge_command": command,
+                 "rtforge_label": "{{ inventory_hostname }} {{ rtforge_base }}"}}}))
+    env = {**os.environ, "ANSIBLE_COLLECTIONS_PATH": str(COLLECTIONS), "ANSIBLE_NOCOLOR": "1",
+           "ANSIBLE_STDOUT_CALLBACK": "rtforge.rtforge.events"}
+    p = subprocess.run(["ansible-playbook", "-i", str(inv), str(play)], capture_output=True, text=True, env=env,
+                       timeout=120, stdin=subprocess.DEVNULL, cwd=tmp_path)
+    assert p.returncode == 2, p.stdout + p.stderr   # the recorder refused: the task failed
+    argv = record.read_text().splitlines()
+    assert argv[:2] == ["latency", "pi-01"], argv
+    pairs = dict(zip(argv[2:], argv[3:]))
+    assert pairs["--cpus"] == "0-1" and pairs["--interval-us"] == "500"   # host var, group var
+    assert pairs["--duration"] == "3s"                                      # the task's own, not rtforge_duration
+    assert pairs["--label"] == "pi-01 7"                                    # a variable that is a template

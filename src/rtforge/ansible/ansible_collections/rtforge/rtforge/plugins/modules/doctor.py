@@ -9,6 +9,8 @@ description:
     (its action plugin runs it there, whatever the host's connection) and returns its report.
     It is a report, so the task succeeds whatever doctor finds and fails only when the board cannot be
     examined.
+  - An option the task leaves out is, when defined, the host's variable named for it (inventory,
+    group_vars, a role's defaults), C(rtforge_<option>), or C(rtforge_command) for I(rtforge).
 options:
   host: {description: the board's Host alias in I(ssh_config), required: true, type: str}
   ssh_config: {description: ssh config file rtforge connects with, type: path}
@@ -32,6 +34,13 @@ ARGUMENT_SPEC = dict(
     host=dict(type="str", required=True), ssh_config=dict(type="path"),
     rtforge=dict(type="list", elements="str", default=["rtforge"]), window_s=dict(type="float"),
     isolate=dict(type="str"))
+
+# The options a task leaves out: the host's variables of these names (inventory, group_vars, the role's
+# defaults), read by the action plugin; a role's task then templates a few expressions, not one per
+# option (each compiled anew in every host's worker: ~40 ms of CPU per host for latency's).
+FROM_VARS = dict(
+    ssh_config="rtforge_ssh_config", rtforge="rtforge_command", window_s="rtforge_window_s",
+    isolate="rtforge_isolate")
 
 
 def main():

@@ -9,6 +9,8 @@ description:
     (its action plugin runs it there, whatever the host's connection). Every finished or partial run
     is copied into the store, checked against the board's sha256, and only then removed from the board.
     Runs still measuring stay there and are named.
+  - An option the task leaves out is, when defined, the host's variable named for it (inventory,
+    group_vars, a role's defaults), C(rtforge_<option>), or C(rtforge_command) for I(rtforge).
 options:
   host: {description: the board's Host alias in I(ssh_config), required: true, type: str}
   ssh_config: {description: ssh config file rtforge connects with, type: path}
@@ -30,6 +32,13 @@ DEADLINE_S = 3600.0   # a fetch copies files of any size; only a board that hang
 ARGUMENT_SPEC = dict(
     host=dict(type="str", required=True), ssh_config=dict(type="path"),
     rtforge=dict(type="list", elements="str", default=["rtforge"]), results_dir=dict(type="path"))
+
+# The options a task leaves out: the host's variables of these names (inventory, group_vars, the role's
+# defaults), read by the action plugin; a role's task then templates a few expressions, not one per
+# option (each compiled anew in every host's worker: ~40 ms of CPU per host for latency's).
+FROM_VARS = dict(
+    ssh_config="rtforge_ssh_config", rtforge="rtforge_command", results_dir="rtforge_results_dir")
+
 
 
 def main():

@@ -12,6 +12,8 @@ description:
   - A board that drops mid-run is waited for until I(patience) past the run's expected end; then rtforge lets go
     of the run, which goes on on the board, and the module fails with outcome C(lost) and the run's id.
     Called again with I(run) set to that id (or I(resume) true), it collects the run instead of measuring again.
+  - An option the task leaves out is, when defined, the host's variable named for it (inventory,
+    group_vars, a role's defaults), C(rtforge_<option>), or C(rtforge_command) for I(rtforge).
 options:
   host: {description: the board's Host alias in I(ssh_config) (the inventory name), required: true, type: str}
   ssh_config: {description: ssh config file rtforge connects with, type: path}
@@ -98,6 +100,17 @@ ARGUMENT_SPEC = dict(
     trace=dict(type="bool", default=False), install=dict(type="bool", default=False),
     patience=dict(type="str", default="5m"), run=dict(type="str"),
     resume=dict(type="bool", default=False), since=dict(type="str"))
+
+# The options a task leaves out: the host's variables of these names (inventory, group_vars, the role's
+# defaults), read by the action plugin; a role's task then templates a few expressions, not one per
+# option (each compiled anew in every host's worker: ~40 ms of CPU per host for latency's).
+FROM_VARS = dict(
+    ssh_config="rtforge_ssh_config", rtforge="rtforge_command", results_dir="rtforge_results_dir",
+    label="rtforge_label", duration="rtforge_duration", loops="rtforge_loops",
+    interval_us="rtforge_interval_us", priority="rtforge_priority", policy="rtforge_policy",
+    cpus="rtforge_cpus", load="rtforge_load", engine="rtforge_engine", phase="rtforge_phase",
+    spike_us="rtforge_spike_us", histogram_us="rtforge_histogram_us", settle_s="rtforge_settle_s",
+    trace="rtforge_trace", install="rtforge_install", patience="rtforge_patience", since="rtforge_since")
 
 
 def main():
