@@ -16,6 +16,15 @@ controller: this measures the orchestration, not latency.
 
 rtforge's bytecode is compiled first, as pip install does.
 
+Every board costs the controller one SSH key exchange.  OpenSSH 9.2
+(Debian 12, and Raspberry Pi OS bookworm's sshd) agrees on
+sntrup761x25519-sha512, post-quantum, whose key generation runs on the
+client: ~150 ms of the controller's CPU per board, against ~20 ms for
+curve25519-sha256 (or for OpenSSH >= 9.9's mlkem768x25519-sha256).  The
+bench measures both on pi-01 first and prints them; --kex ALGORITHMS sets
+KexAlgorithms for the single board and the fleet alike (as a user would, in
+the inventory's ansible_ssh_common_args), to see rtforge's own share.
+
 Prints: wall times and their ratio (goal <= 1.5), the controller's CPU time
 (rtforge fleet, ansible-playbook, its workers and modules, every rtforge
 under them and their ssh clients: everything in the play's session and
@@ -23,7 +32,7 @@ this process's children), its peak memory (the sum of those processes'
 proportional set sizes, PSS: shared pages split among their sharers,
 sampled once a second), per board.
 
-    .venv/bin/python bench/fleet_scale.py [--boards 32] [--seconds 10] [--rounds 3]
+    .venv/bin/python bench/fleet_scale.py [--boards 32] [--seconds 10] [--rounds 3] [--kex ALGORITHMS]
 
 Needs root (the boards' namespaces, sshd, SCHED_FIFO).
 """
@@ -113,11 +122,24 @@ def timed(argv: list[str], env: dict, rack: Rack) -> tuple[float, float, PeakRss
     return wall, children_cpu_s() - cpu0, mem, subprocess.CompletedProcess(argv, p.returncode, out, err)
 
 
+def kex_cpu_ms(cfg: Path, kex: str | None, n: int = 10) -> tuple[str, float]:
+    """The algorithm ssh agrees on with pi-01, and the ssh client's CPU per new connection (ms)."""
+    opt = ["-o", f"KexAlgorithms={kex}"] if kex else []
+    said = subprocess.run(["ssh", "-v", "-F", str(cfg), *opt, "pi-01", "true"], capture_output=True, text=True)
+    agreed = next((ln.split("algorithm:", 1)[1].strip() for ln in said.stderr.splitlines() if "kex: algorithm:" in ln),
+                  "?")
+    cpu0 = children_cpu_s()
+    for _ in range(n):
+        subprocess.run(["ssh", "-F", str(cfg), *opt, "pi-01", "true"], check=True, capture_output=True)
+    return agreed, (children_cpu_s() - cpu0) / n * 1000
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--boards", type=int, default=32)
     ap.add_argument("--seconds", type=int, default=10)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--kex", help="KexAlgorithms for every ssh of the bench (default: OpenSSH's own)")
     args = ap.parse_args()
     if os.geteuid() != 0:
         print("fleet_scale needs root (the boards' namespaces and sshds)", file=sys.stderr)
@@ -128,12 +150,17 @@ def main() -> int:
     rack = Rack.start(args.boards)
     tmp = Path(tempfile.mkdtemp(prefix="rtforge-fleet-bench-"))
     try:
-        inv = rack.inventory(tmp / "rack.ini", group_vars="rtforge_cpus=0\nrtforge_interval_us=10000")
+        inv = rack.inventory(tmp / "rack.ini", group_vars="rtforge_cpus=0\nrtforge_interval_us=10000",
+                             ssh_args=f"-o KexAlgorithms={args.kex}" if args.kex else "")
         first = rack.boards["pi-01"]
         cfg = tmp / "one.ssh_config"
         cfg.write_text(f"Host pi-01\n  HostName 127.0.0.1\n  Port {first.port}\n  User root\n"
                        f"  IdentityFile {rack.dir / 'id_ed25519'}\n  UserKnownHostsFile {rack.dir / 'known_hosts'}\n"
                        "  StrictHostKeyChecking yes\n")
+        kex_default = kex_cpu_ms(cfg, None)
+        kex_classic = kex_cpu_ms(cfg, "curve25519-sha256")
+        if args.kex:
+            cfg.write_text(cfg.read_text() + f"  KexAlgorithms {args.kex}\n")
         env = {**os.environ, "RTFORGE_RESULTS_DIR": str(tmp / "results")}
         rt = [sys.executable, "-m", "rtforge"]
         one = rt + ["latency", "pi-01", "--ssh-config", str(cfg), "--duration", f"{args.seconds}s", "--cpus", "0",
@@ -167,6 +194,10 @@ def main() -> int:
               f"{fmem.count_peak} processes at most)")
         print(f"  ratio fleet/one board: wall {ratios[mid]:.2f}x median, {min(ratios):.2f}x to {max(ratios):.2f}x "
               f"(goal <= 1.5x)")
+        print(f"  ssh's key exchange, the client's CPU per connection to pi-01: {kex_default[1]:.0f} ms "
+              f"({kex_default[0]}{', as this bench ran' if not args.kex else ''}), {kex_classic[1]:.0f} ms "
+              f"({kex_classic[0]}{', as this bench ran' if args.kex == 'curve25519-sha256' else ''}); "
+              f"the fleet made {args.boards} connections")
         print(f"  (this bench's memory sampling, once a second, took {fmem.cpu_s:.1f} s of CPU during that fleet run)")
         return 0
     finally:

@@ -167,9 +167,9 @@ class Rack:
         return f"{name} ansible_host=127.0.0.1 ansible_port={self.boards[name].port}"
 
     def inventory(self, path: Path, *, groups: dict[str, list[str]] | None = None, group_vars: str = "",
-                  extra_lines: str = "") -> Path:
+                  extra_lines: str = "", ssh_args: str = "") -> Path:
         """An INI inventory: the boards in groups (default: one group 'rack'), reached as root with the rack's key
-        and known_hosts (in ansible_ssh_common_args, as a user would pin them)."""
+        and known_hosts (in ansible_ssh_common_args, as a user would pin them, with ssh_args after them)."""
         groups = groups or {"rack": list(self.boards)}
         lines = []
         for g, names in groups.items():
@@ -179,7 +179,8 @@ class Rack:
         lines += [extra_lines, "[all:vars]", "ansible_user=root",
                   f"ansible_ssh_private_key_file={self.dir / 'id_ed25519'}",
                   f"ansible_ssh_common_args='-o UserKnownHostsFile={self.dir / 'known_hosts'} "
-                  "-o StrictHostKeyChecking=yes -o IdentitiesOnly=yes'", group_vars, ""]
+                  f"-o StrictHostKeyChecking=yes -o IdentitiesOnly=yes{' ' + ssh_args if ssh_args else ''}'",
+                  group_vars, ""]
         path.write_text("\n".join(lines))
         return path
 
