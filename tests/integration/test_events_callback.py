@@ -30,11 +30,11 @@ def poll_interval_seen(tmp_path, config: str | None) -> float:
     (tmp_path / "play.yml").write_text(json.dumps([{"hosts": "all", "gather_facts": False, "tasks": [
         {"ansible.builtin.debug": {"msg": "{{ lookup('poll_interval') }}"}}]}]))
     (tmp_path / "inv.ini").write_text("h1 ansible_connection=local\n")
-    env = {k: v for k, v in os.environ.items() if k != "ANSIBLE_CONFIG"}
-    env.update(ANSIBLE_COLLECTIONS_PATH=str(COLLECTIONS), ANSIBLE_STDOUT_CALLBACK="rtforge.rtforge.events",
-               ANSIBLE_LOOKUP_PLUGINS=str(tmp_path / "lookup"), ANSIBLE_NOCOLOR="1")
-    if config is not None:
-        (tmp_path / "ansible.cfg").write_text(config)   # ./ansible.cfg: read as the user's own
+    # the configuration Ansible reads is this one alone (not a ~/.ansible.cfg or /etc/ansible's of this machine)
+    (tmp_path / "ansible.cfg").write_text(config or "")
+    env = {**os.environ, "ANSIBLE_CONFIG": str(tmp_path / "ansible.cfg"), "ANSIBLE_COLLECTIONS_PATH": str(COLLECTIONS),
+           "ANSIBLE_STDOUT_CALLBACK": "rtforge.rtforge.events", "ANSIBLE_LOOKUP_PLUGINS": str(tmp_path / "lookup"),
+           "ANSIBLE_NOCOLOR": "1"}
     p = subprocess.run(["ansible-playbook", "-i", "inv.ini", "play.yml"], capture_output=True, text=True,
                        env=env, cwd=tmp_path, timeout=120, stdin=subprocess.DEVNULL)
     assert p.returncode == 0, p.stdout + p.stderr

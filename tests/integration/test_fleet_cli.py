@@ -243,3 +243,29 @@ def test_options_a_task_leaves_out_are_the_hosts_rtforge_variables(tmp_path):
     assert pairs["--cpus"] == "0-1" and pairs["--interval-us"] == "500"   # host var, group var
     assert pairs["--duration"] == "3s"                                      # the task's own, not rtforge_duration
     assert pairs["--label"] == "pi-01 7"                                    # a variable that is a template
+
+
+def test_an_ini_inventorys_strings_are_read_as_the_tasks_own_templates_would_and_only_for_its_board(tmp_path):
+    """[group:vars] in INI are strings: a list given there is a list, as "{{ rtforge_command }}" made it.
+    A task run for one host about another board (a loop on localhost, say) takes no host's variables."""
+    from rtforge.fleet.playbook import COLLECTIONS
+
+    record = tmp_path / "calls"
+    recorder = tmp_path / "rec.sh"
+    recorder.write_text(f'printf "%s " "$@" >> {record}; echo >> {record}; exit 2\n')
+    play = tmp_path / "play.yml"
+    play.write_text(json.dumps([{"hosts": "all", "gather_facts": False, "tasks": [
+        {"rtforge.rtforge.doctor": {"host": "{{ inventory_hostname }}"}, "ignore_errors": True},
+        {"rtforge.rtforge.doctor": {"host": "pi-02", "rtforge": ["/bin/sh", str(recorder)]},
+         "ignore_errors": True}]}]))
+    inv = tmp_path / "lab.ini"
+    inv.write_text("pi-01 ansible_host=127.0.0.1\n[all:vars]\nrtforge_isolate=3\n"
+                   f'rtforge_command=["/bin/sh", "{recorder}"]\n')
+    env = {**os.environ, "ANSIBLE_COLLECTIONS_PATH": str(COLLECTIONS), "ANSIBLE_NOCOLOR": "1",
+           "ANSIBLE_STDOUT_CALLBACK": "rtforge.rtforge.events"}
+    p = subprocess.run(["ansible-playbook", "-i", str(inv), str(play)], capture_output=True, text=True, env=env,
+                       timeout=120, stdin=subprocess.DEVNULL, cwd=tmp_path)
+    calls = record.read_text().splitlines() if record.exists() else []
+    assert len(calls) == 2, p.stdout + p.stderr
+    assert calls[0].split()[:2] == ["doctor", "pi-01"] and "--isolate 3" in calls[0]   # the INI list ran
+    assert calls[1].split()[:2] == ["doctor", "pi-02"] and "--isolate" not in calls[1]  # not pi-01's variable

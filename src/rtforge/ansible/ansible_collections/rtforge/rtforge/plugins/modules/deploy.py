@@ -11,9 +11,10 @@ description:
     and only then makes it the default; otherwise the board boots its previous kernel again.
   - A kernel that was not kept fails the task with outcome C(fell back), so a play with C(serial) and
     C(max_fail_percentage=0) stops before the next batch of boards.
-  - An option the task leaves out is, when defined, the host's variable named for it (inventory,
-    group_vars, a role's defaults), C(rtforge_<option>), or C(rtforge_command) for I(rtforge),
-    C(rtforge_deploy_timeout) for I(timeout).
+  - When the task runs for the board it names (I(host) is its C(inventory_hostname)), an option the task
+    leaves out is that host's variable named for it when defined (inventory, group_vars, a role's defaults),
+    C(rtforge_<option>), or C(rtforge_command) for I(rtforge), C(rtforge_deploy_timeout) for I(timeout).
+    C(module_defaults) for the module count as given.
 options:
   host: {description: the board's Host alias in I(ssh_config), required: true, type: str}
   ssh_config: {description: ssh config file rtforge connects with, type: path}

@@ -9,8 +9,10 @@ description:
     (its action plugin runs it there, whatever the host's connection) and returns its report.
     It is a report, so the task succeeds whatever doctor finds and fails only when the board cannot be
     examined.
-  - An option the task leaves out is, when defined, the host's variable named for it (inventory,
-    group_vars, a role's defaults), C(rtforge_<option>), or C(rtforge_command) for I(rtforge).
+  - When the task runs for the board it names (I(host) is its C(inventory_hostname)), an option the task
+    leaves out is that host's variable named for it when defined (inventory, group_vars, a role's defaults),
+    C(rtforge_<option>), or C(rtforge_command) for I(rtforge).
+    C(module_defaults) for the module count as given.
 options:
   host: {description: the board's Host alias in I(ssh_config), required: true, type: str}
   ssh_config: {description: ssh config file rtforge connects with, type: path}

@@ -9,8 +9,10 @@ description:
     (its action plugin runs it there, whatever the host's connection). Every finished or partial run
     is copied into the store, checked against the board's sha256, and only then removed from the board.
     Runs still measuring stay there and are named.
-  - An option the task leaves out is, when defined, the host's variable named for it (inventory,
-    group_vars, a role's defaults), C(rtforge_<option>), or C(rtforge_command) for I(rtforge).
+  - When the task runs for the board it names (I(host) is its C(inventory_hostname)), an option the task
+    leaves out is that host's variable named for it when defined (inventory, group_vars, a role's defaults),
+    C(rtforge_<option>), or C(rtforge_command) for I(rtforge).
+    C(module_defaults) for the module count as given.
 options:
   host: {description: the board's Host alias in I(ssh_config), required: true, type: str}
   ssh_config: {description: ssh config file rtforge connects with, type: path}
@@ -38,7 +40,6 @@ ARGUMENT_SPEC = dict(
 # option (each compiled anew in every host's worker: ~40 ms of CPU per host for latency's).
 FROM_VARS = dict(
     ssh_config="rtforge_ssh_config", rtforge="rtforge_command", results_dir="rtforge_results_dir")
-
 
 
 def main():

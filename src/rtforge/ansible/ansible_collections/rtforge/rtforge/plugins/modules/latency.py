@@ -12,8 +12,10 @@ description:
   - A board that drops mid-run is waited for until I(patience) past the run's expected end; then rtforge lets go
     of the run, which goes on on the board, and the module fails with outcome C(lost) and the run's id.
     Called again with I(run) set to that id (or I(resume) true), it collects the run instead of measuring again.
-  - An option the task leaves out is, when defined, the host's variable named for it (inventory,
-    group_vars, a role's defaults), C(rtforge_<option>), or C(rtforge_command) for I(rtforge).
+  - When the task runs for the board it names (I(host) is its C(inventory_hostname)), an option the task
+    leaves out is that host's variable named for it when defined (inventory, group_vars, a role's defaults),
+    C(rtforge_<option>), or C(rtforge_command) for I(rtforge) (not I(run) or I(resume)).
+    C(module_defaults) for the module count as given.
 options:
   host: {description: the board's Host alias in I(ssh_config) (the inventory name), required: true, type: str}
   ssh_config: {description: ssh config file rtforge connects with, type: path}

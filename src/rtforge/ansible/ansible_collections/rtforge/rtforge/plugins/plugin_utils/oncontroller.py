@@ -16,7 +16,8 @@ files keep the documentation and run() (and still run as modules, where
 an action plugin is not used).
 
 The options a task leaves out are the host's variables named in the
-module's FROM_VARS (rtforge_duration for duration, ...), templated here:
+module's FROM_VARS (rtforge_duration for duration, ...), templated here,
+when the task runs for the board it names (host is inventory_hostname):
 the roles' tasks name a few options, not each as "{{ rtforge_x |
 default(omit) }}", an expression Ansible compiles anew in every host's
 worker (measured: ~40 ms of CPU per host for latency's twenty).
@@ -60,10 +61,13 @@ class ModuleOnController(ActionBase):
             result.update(skipped=True, msg="check mode: rtforge measures and deploys for real, or not at all")
             return result
         args, task_vars = self._task.args, task_vars or {}
-        for option, name in getattr(self.MODULE, "FROM_VARS", {}).items():
+        # only for the board the task runs for: a play on localhost looping over boards (host: "{{ item }}")
+        # would otherwise give each board localhost's variables
+        mine = args.get("host") == task_vars.get("inventory_hostname")
+        for option, name in getattr(self.MODULE, "FROM_VARS", {}).items() if mine else ():
             if option not in args and name in task_vars:
-                # a string as the task's "{{ name }}" would have it: rendered, and made a list or a number
-                # when it reads as one (an INI inventory's [group:vars] are all strings)
+                # a string as the task's "{{ name }}" would have it: rendered, and made a list, a dict or a
+                # bool when it reads as one (an INI inventory's [group:vars] are all strings)
                 value = task_vars[name]
                 args[option] = self._templar.template("{{ %s }}" % name if isinstance(value, str) else value)
         try:
