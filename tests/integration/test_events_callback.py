@@ -47,5 +47,6 @@ def test_the_callback_slows_the_main_processs_polling(tmp_path):
     assert poll_interval_seen(tmp_path, None) == pytest.approx(0.05)
 
 
+@pytest.mark.slow   # ~2.5 s of ansible-playbook: make check holds the default case
 def test_a_users_own_setting_stands(tmp_path):
     assert poll_interval_seen(tmp_path, "[defaults]\ninternal_poll_interval = 0.004\n") == pytest.approx(0.004)

@@ -245,6 +245,7 @@ def test_options_a_task_leaves_out_are_the_hosts_rtforge_variables(tmp_path):
     assert pairs["--label"] == "pi-01 7"                                    # a variable that is a template
 
 
+@pytest.mark.slow   # ~3.5 s of ansible-playbook: make check holds the FROM_VARS test above
 def test_an_ini_inventorys_strings_are_read_as_the_tasks_own_templates_would_and_only_for_its_board(tmp_path):
     """[group:vars] in INI are strings: a list given there is a list, as "{{ rtforge_command }}" made it.
     A task run for one host about another board (a loop on localhost, say) takes no host's variables."""
