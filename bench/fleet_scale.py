@@ -154,13 +154,14 @@ def main() -> int:
                              ssh_args=f"-o KexAlgorithms={args.kex}" if args.kex else "")
         first = rack.boards["pi-01"]
         cfg = tmp / "one.ssh_config"
-        cfg.write_text(f"Host pi-01\n  HostName 127.0.0.1\n  Port {first.port}\n  User root\n"
-                       f"  IdentityFile {rack.dir / 'id_ed25519'}\n  UserKnownHostsFile {rack.dir / 'known_hosts'}\n"
-                       "  StrictHostKeyChecking yes\n")
+        host = (f"Host pi-01\n  HostName 127.0.0.1\n  Port {first.port}\n  User root\n"
+                f"  IdentityFile {rack.dir / 'id_ed25519'}\n  UserKnownHostsFile {rack.dir / 'known_hosts'}\n"
+                "  StrictHostKeyChecking yes\n")
+        cfg.write_text(host)   # OpenSSH's own key exchange first, to measure it beside curve25519
         kex_default = kex_cpu_ms(cfg, None)
         kex_classic = kex_cpu_ms(cfg, "curve25519-sha256")
         if args.kex:
-            cfg.write_text(cfg.read_text() + f"  KexAlgorithms {args.kex}\n")
+            cfg.write_text(host + f"  KexAlgorithms {args.kex}\n")
         env = {**os.environ, "RTFORGE_RESULTS_DIR": str(tmp / "results")}
         rt = [sys.executable, "-m", "rtforge"]
         one = rt + ["latency", "pi-01", "--ssh-config", str(cfg), "--duration", f"{args.seconds}s", "--cpus", "0",

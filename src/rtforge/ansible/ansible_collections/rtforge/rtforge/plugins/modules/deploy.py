@@ -40,9 +40,7 @@ ARGUMENT_SPEC = dict(
     official=dict(type="bool", default=False), no_try=dict(type="bool", default=False),
     timeout=dict(type="str", default="5m"))
 
-# The options a task leaves out: the host's variables of these names (inventory, group_vars, the role's
-# defaults), read by the action plugin; a role's task then templates a few expressions, not one per
-# option (each compiled anew in every host's worker: ~40 ms of CPU per host for latency's).
+# The options a task leaves out: the host's variables of these names (plugin_utils/oncontroller.py says why).
 FROM_VARS = dict(
     ssh_config="rtforge_ssh_config", rtforge="rtforge_command", bundle="rtforge_bundle",
     official="rtforge_official", no_try="rtforge_no_try", timeout="rtforge_deploy_timeout")

@@ -37,9 +37,7 @@ ARGUMENT_SPEC = dict(
     rtforge=dict(type="list", elements="str", default=["rtforge"]), window_s=dict(type="float"),
     isolate=dict(type="str"))
 
-# The options a task leaves out: the host's variables of these names (inventory, group_vars, the role's
-# defaults), read by the action plugin; a role's task then templates a few expressions, not one per
-# option (each compiled anew in every host's worker: ~40 ms of CPU per host for latency's).
+# The options a task leaves out: the host's variables of these names (plugin_utils/oncontroller.py says why).
 FROM_VARS = dict(
     ssh_config="rtforge_ssh_config", rtforge="rtforge_command", window_s="rtforge_window_s",
     isolate="rtforge_isolate")

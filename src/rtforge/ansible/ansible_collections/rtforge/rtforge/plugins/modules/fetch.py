@@ -35,9 +35,7 @@ ARGUMENT_SPEC = dict(
     host=dict(type="str", required=True), ssh_config=dict(type="path"),
     rtforge=dict(type="list", elements="str", default=["rtforge"]), results_dir=dict(type="path"))
 
-# The options a task leaves out: the host's variables of these names (inventory, group_vars, the role's
-# defaults), read by the action plugin; a role's task then templates a few expressions, not one per
-# option (each compiled anew in every host's worker: ~40 ms of CPU per host for latency's).
+# The options a task leaves out: the host's variables of these names (plugin_utils/oncontroller.py says why).
 FROM_VARS = dict(
     ssh_config="rtforge_ssh_config", rtforge="rtforge_command", results_dir="rtforge_results_dir")
 
