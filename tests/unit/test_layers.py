@@ -20,7 +20,7 @@ ALLOWED = {
     "report": {"results"},
 }
 # the top-level modules every layer may use; they use no layer themselves
-SHARED = {"errors", "paths", "procfs", "preempt", "tools", "units", "cpulist", "__init__"}
+SHARED = {"errors", "paths", "procfs", "preempt", "tools", "units", "cpulist", "signals", "__init__"}
 
 # device/ is in rooms: room -> the other rooms it may import.  Read downwards:
 # transport (how a machine is reached, what it is) is below everything; the

@@ -29,6 +29,7 @@ from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
 
+from ..signals import deferred_signals
 from .inventory import ansible_env
 
 COLLECTIONS = Path(str(resources.files("rtforge") / "ansible"))
@@ -83,15 +84,16 @@ def run(argv: list[str], folder: Path, on_event: Callable[[dict], None],
 def _read(p: subprocess.Popen, on_event: Callable[[dict], None], log=None) -> None:
     assert p.stdout is not None
     for line in p.stdout:
-        if log is not None:
-            log.write(line)   # the play's events, kept beside its record
-            log.flush()
-        try:
-            event = json.loads(line)
-        except ValueError:
-            continue  # not ours (a plugin that prints): the log has it
-        if isinstance(event, dict):
-            on_event(event)
+        with deferred_signals():  # a Ctrl-C acts after the event is logged and shown, once
+            if log is not None:
+                log.write(line)   # the play's events, kept beside its record
+                log.flush()
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue  # not ours (a plugin that prints): the log has it
+            if isinstance(event, dict):
+                on_event(event)
 
 
 def _interrupt(p: subprocess.Popen, on_event: Callable[[dict], None]) -> None:

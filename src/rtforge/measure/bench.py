@@ -35,10 +35,10 @@ from ..errors import UserError
 from ..results.benchcollect import GROWTH_PER_N
 from ..results.model import RunResult
 from ..results.store import Store
+from ..signals import held_signals
 from .engines import EngineCommand
 from .launch import launch, prepare
 from .probebuild import build_probe, build_program
-from .runner import held_signals
 from .session import BOARD_POLL_S, LOCAL_POLL_S, Progress, collect, follow, stop_run
 from .target import RUNNER_TOOLS, make_target
 

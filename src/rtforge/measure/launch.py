@@ -33,12 +33,13 @@ from ..errors import UserError
 from ..results.model import RunResult
 from ..results.store import Store
 from ..results.system import describe
+from ..signals import held_signals
 from . import trace as tracing
 from .engines import PRIVILEGE_HINT, EngineCommand, engine_command
 from .lifecycle import owner_of, runner_owner, runner_text
 from .loads import HOST_LOADS, HostFlood, check_privileges, deadline_for, load_commands
 from .probebuild import build_probe
-from .runner import Poll, Runner, busy_with, held_signals, script_argv
+from .runner import Poll, Runner, busy_with, script_argv
 from .spec import LatencySpec
 from .target import Contact, RunSite, check_tools, first_contact, make_target, target_loads, tools_for
 

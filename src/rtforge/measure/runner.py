@@ -19,9 +19,7 @@ import json
 import os
 import re
 import shutil
-import signal
 import tarfile
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -39,23 +37,6 @@ BASE_DIR = "/var/tmp/rtforge"
 MAX_FETCH_BYTES = 12 << 30
 PROGRESS_FILES = {"probe": "series.jsonl", "cyclictest": "cyclictest.out", "nqueens": "steps.log"}
 _RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-
-
-@contextmanager
-def held_signals():
-    """Ignore SIGINT/SIGTERM while cleaning up: we are already stopping, and
-    a second Ctrl-C must not cut the cleanup short.  Only the main thread
-    may set handlers; elsewhere this does nothing."""
-    try:
-        old = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM)}
-    except ValueError:  # not the main thread
-        yield
-        return
-    try:
-        yield
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h)
 
 
 def check_run_id(run_id: str) -> str:

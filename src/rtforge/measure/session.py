@@ -24,9 +24,10 @@ from ..device import ConnectionLost, LocalTransport, Transport
 from ..errors import UserError
 from ..results.model import RunResult
 from ..results.store import Store
+from ..signals import held_signals
 from .launch import Started, start_run
 from .loads import HostFlood
-from .runner import NothingMeasured, Poll, Runner, held_signals, resolve_run
+from .runner import NothingMeasured, Poll, Runner, resolve_run
 from .spec import LatencySpec, expected_s
 from .target import make_target
 

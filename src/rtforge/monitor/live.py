@@ -23,9 +23,10 @@ from dataclasses import dataclass, field
 from ..device import LocalTransport, Transport
 from ..errors import UserError
 from ..measure.probebuild import build_probe
-from ..measure.runner import BASE_DIR, busy_with, held_signals
+from ..measure.runner import BASE_DIR, busy_with
 from ..results.schema import Damaged
 from ..results.windows import Window, parse_window
+from ..signals import deferred_signals, held_signals
 from . import board
 from .service import UNIT
 from .spec import MonitorSpec
@@ -149,8 +150,9 @@ def _read(proc: subprocess.Popen, live: Live, on_window, on_event) -> None:
             w = parse_window(doc)
         except (ValueError, Damaged):
             continue  # neither: the probe prints nothing else there
-        live.windows.append(w)
-        on_window(w)
+        with deferred_signals():  # a Ctrl-C now acts after the window is kept and shown, once
+            live.windows.append(w)
+            on_window(w)
 
 
 def _check_exit(code: int, message: str, transport: Transport, live: Live) -> None:
