@@ -30,7 +30,8 @@ Prints: wall times and their ratio (goal <= 1.5), the controller's CPU time
 under them and their ssh clients: everything in the play's session and
 this process's children), its peak memory (the sum of those processes'
 proportional set sizes, PSS: shared pages split among their sharers,
-sampled once a second), per board.
+sampled once a second), per board; and the boards' own CPU time, which
+here competes with the controller for the same CPUs (cgroup v1's cpuacct).
 
     .venv/bin/python bench/fleet_scale.py [--boards 32] [--seconds 10] [--rounds 3] [--kex ALGORITHMS]
 
@@ -113,13 +114,54 @@ class PeakRss:
         self._t.join()
 
 
-def timed(argv: list[str], env: dict, rack: Rack) -> tuple[float, float, PeakRss, subprocess.CompletedProcess]:
-    cpu0, t0 = children_cpu_s(), time.monotonic()
+def timed(argv: list[str], env: dict, rack: Rack, boards: BoardsCpu
+          ) -> tuple[float, float, PeakRss, subprocess.CompletedProcess, float | None]:
+    cpu0, t0, b0 = children_cpu_s(), time.monotonic(), boards.seconds()
     p = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     with PeakRss(p.pid, rack) as mem:
         out, err = p.communicate()
     wall = time.monotonic() - t0
-    return wall, children_cpu_s() - cpu0, mem, subprocess.CompletedProcess(argv, p.returncode, out, err)
+    b1 = boards.seconds()
+    return (wall, children_cpu_s() - cpu0, mem, subprocess.CompletedProcess(argv, p.returncode, out, err),
+            None if b0 is None else b1 - b0)
+
+
+class BoardsCpu:
+    """The boards' own CPU time (their sshds, sessions, runners and probes):
+    every process in a board's namespaces goes into one cpuacct cgroup,
+    whose count keeps what exited and what left its parent.  On a real
+    fleet this runs on the boards; here it shares the controller's CPUs.
+    None where cgroup v1's cpuacct is not mounted."""
+
+    ROOT = Path("/sys/fs/cgroup/cpuacct")
+
+    def __init__(self, rack: Rack):
+        self.dir = self.ROOT / f"rtforge-bench-boards-{os.getpid()}"
+        try:
+            self.dir.mkdir()
+        except OSError:
+            self.dir = None
+            return
+        spaces = {b.mnt_ns for b in rack.boards.values()}
+        for pid in pids():
+            try:
+                if os.readlink(f"/proc/{pid}/ns/mnt") in spaces:
+                    (self.dir / "cgroup.procs").write_text(f"{pid}\n")
+            except OSError:
+                continue
+
+    def seconds(self) -> float | None:
+        return None if self.dir is None else int((self.dir / "cpuacct.usage").read_text()) / 1e9
+
+    def close(self) -> None:
+        if self.dir is None:
+            return
+        for pid in (self.dir / "cgroup.procs").read_text().split():
+            try:
+                (self.ROOT / "cgroup.procs").write_text(f"{pid}\n")
+            except OSError:
+                continue
+        self.dir.rmdir()
 
 
 def kex_cpu_ms(cfg: Path, kex: str | None, n: int = 10) -> tuple[str, float]:
@@ -148,6 +190,7 @@ def main() -> int:
     # PYTHONDONTWRITEBYTECODE says, or each of the 32 rtforges and Ansible workers compiles its sources
     compileall.compile_dir(Path(rtforge.__file__).parent, quiet=2)
     rack = Rack.start(args.boards)
+    boards = BoardsCpu(rack)
     tmp = Path(tempfile.mkdtemp(prefix="rtforge-fleet-bench-"))
     try:
         inv = rack.inventory(tmp / "rack.ini", group_vars="rtforge_cpus=0\nrtforge_interval_us=10000",
@@ -168,20 +211,20 @@ def main() -> int:
                     "--interval-us", "10000", "--json"]
         fleet = rt + ["fleet", "latency", str(inv), "--duration", f"{args.seconds}s", "--json", "--new"]
         def single() -> tuple[float, float, int]:
-            w, c, m, p = timed(one, env, rack)
+            w, c, m, p, b = timed(one, env, rack, boards)
             assert p.returncode == 0, p.stderr
-            return w, c, m.peak
+            return w, c, m.peak, b
 
         singles = [single()]
         fleets = []
         for _ in range(args.rounds):
-            fw, fc, fmem, fp = timed(fleet, env, rack)
+            fw, fc, fmem, fp, fb = timed(fleet, env, rack, boards)
             assert fp.returncode == 0, fp.stderr[-2000:]
-            fleets.append((fw, fc, fmem))
+            fleets.append((fw, fc, fmem, fb))
             singles.append(single())
         ratios = [f[0] / ((singles[i][0] + singles[i + 1][0]) / 2) for i, f in enumerate(fleets)]
         mid = sorted(range(len(ratios)), key=ratios.__getitem__)[len(ratios) // 2]   # the median round
-        fw, fc, fmem = fleets[mid]
+        fw, fc, fmem, fb = fleets[mid]
         sw = statistics.median(s[0] for s in singles)
         sc = statistics.median(s[1] for s in singles)
         sm = max(s[2] for s in singles)
@@ -199,9 +242,16 @@ def main() -> int:
               f"({kex_default[0]}{', as this bench ran' if not args.kex else ''}), {kex_classic[1]:.0f} ms "
               f"({kex_classic[0]}{', as this bench ran' if args.kex == 'curve25519-sha256' else ''}); "
               f"the fleet made {args.boards} connections")
+        if fb is not None:
+            sb = statistics.median(s[3] for s in singles)
+            print(f"  the boards' own CPU (sshd, runners, probes; on a real fleet each board's own, here these "
+                  f"{os.cpu_count()} CPUs'): one board {sb:.1f} s, {args.boards} boards {fb:.1f} s in the median "
+                  f"round; with the controller's {fc:.1f} s that is {(fb + fc) / (fw * os.cpu_count()):.0%} of "
+                  f"the CPUs over the fleet's {fw:.1f} s")
         print(f"  (this bench's memory sampling, once a second, took {fmem.cpu_s:.1f} s of CPU during that fleet run)")
         return 0
     finally:
+        boards.close()
         rack.stop()
         import shutil
         if not os.environ.get("RTFORGE_BENCH_KEEP"):
