@@ -30,7 +30,8 @@ Prints: wall times and their ratio (goal <= 1.5), the controller's CPU time
 under them and their ssh clients: everything in the play's session and
 this process's children), its peak memory (the sum of those processes'
 proportional set sizes, PSS: shared pages split among their sharers,
-sampled once a second), per board; and the boards' own CPU time, which
+sampled once a second in one more run of each, as the sampling takes CPU
+from what it measures), per board; and the boards' own CPU time, which
 here competes with the controller for the same CPUs (cgroup v1's cpuacct).
 
     .venv/bin/python bench/fleet_scale.py [--boards 32] [--seconds 10] [--rounds 3] [--kex ALGORITHMS]
@@ -114,12 +115,18 @@ class PeakRss:
         self._t.join()
 
 
-def timed(argv: list[str], env: dict, rack: Rack, boards: BoardsCpu
-          ) -> tuple[float, float, PeakRss, subprocess.CompletedProcess, float | None]:
+def timed(argv: list[str], env: dict, boards: BoardsCpu, memory_of: Rack | None = None
+          ) -> tuple[float, float, PeakRss | None, subprocess.CompletedProcess, float | None]:
+    """Wall, CPU, and (memory_of: the rack whose boards are not counted) the
+    peak memory, whose sampling costs CPU: the timed rounds go without it."""
     cpu0, t0, b0 = children_cpu_s(), time.monotonic(), boards.seconds()
     p = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    with PeakRss(p.pid, rack) as mem:
+    if memory_of is None:
+        mem = None
         out, err = p.communicate()
+    else:
+        with PeakRss(p.pid, memory_of) as mem:
+            out, err = p.communicate()
     wall = time.monotonic() - t0
     b1 = boards.seconds()
     return (wall, children_cpu_s() - cpu0, mem, subprocess.CompletedProcess(argv, p.returncode, out, err),
@@ -210,24 +217,29 @@ def main() -> int:
         one = rt + ["latency", "pi-01", "--ssh-config", str(cfg), "--duration", f"{args.seconds}s", "--cpus", "0",
                     "--interval-us", "10000", "--json"]
         fleet = rt + ["fleet", "latency", str(inv), "--duration", f"{args.seconds}s", "--json", "--new"]
-        def single() -> tuple[float, float, int]:
-            w, c, m, p, b = timed(one, env, rack, boards)
+        def single() -> tuple[float, float, float | None]:
+            w, c, _, p, b = timed(one, env, boards)
             assert p.returncode == 0, p.stderr
-            return w, c, m.peak, b
+            return w, c, b
 
         singles = [single()]
         fleets = []
         for _ in range(args.rounds):
-            fw, fc, fmem, fp, fb = timed(fleet, env, rack, boards)
+            fw, fc, _, fp, fb = timed(fleet, env, boards)
             assert fp.returncode == 0, fp.stderr[-2000:]
-            fleets.append((fw, fc, fmem, fb))
+            fleets.append((fw, fc, fb))
             singles.append(single())
+        # then once more each, for the memory only: its sampler is not in the timed rounds
+        _, _, smem, p, _ = timed(one, env, boards, memory_of=rack)
+        assert p.returncode == 0, p.stderr
+        _, _, fmem, p, _ = timed(fleet, env, boards, memory_of=rack)
+        assert p.returncode == 0, p.stderr[-2000:]
         ratios = [f[0] / ((singles[i][0] + singles[i + 1][0]) / 2) for i, f in enumerate(fleets)]
         mid = sorted(range(len(ratios)), key=ratios.__getitem__)[len(ratios) // 2]   # the median round
-        fw, fc, fmem, fb = fleets[mid]
+        fw, fc, fb = fleets[mid]
         sw = statistics.median(s[0] for s in singles)
         sc = statistics.median(s[1] for s in singles)
-        sm = max(s[2] for s in singles)
+        sm = smem.peak
         print(f"fleet_scale: {args.boards} boards, runs of {args.seconds} s, {args.rounds} rounds "
               f"({time.strftime('%Y-%m-%d')}, {os.cpu_count()} CPUs)")
         print(f"  one board   `rtforge latency HOST`:        wall {' '.join(f'{s[0]:.1f}' for s in singles)} s "
@@ -243,12 +255,13 @@ def main() -> int:
               f"({kex_classic[0]}{', as this bench ran' if args.kex == 'curve25519-sha256' else ''}); "
               f"the fleet made {args.boards} connections")
         if fb is not None:
-            sb = statistics.median(s[3] for s in singles)
+            sb = statistics.median(s[2] for s in singles)
             print(f"  the boards' own CPU (sshd, runners, probes; on a real fleet each board's own, here these "
                   f"{os.cpu_count()} CPUs'): one board {sb:.1f} s, {args.boards} boards {fb:.1f} s in the median "
                   f"round; with the controller's {fc:.1f} s that is {(fb + fc) / (fw * os.cpu_count()):.0%} of "
                   f"the CPUs over the fleet's {fw:.1f} s")
-        print(f"  (this bench's memory sampling, once a second, took {fmem.cpu_s:.1f} s of CPU during that fleet run)")
+        print(f"  (peak memory from one more run of each, sampled once a second: {fmem.cpu_s:.1f} s of CPU "
+              f"during the fleet's, which the timed rounds do not have)")
         return 0
     finally:
         boards.close()
