@@ -71,6 +71,7 @@ def test_an_output_that_is_not_a_regular_file_is_refused(tmp_path, rd, capsys, k
             p.rmdir() if p.is_dir() and not p.is_symlink() else p.unlink()
 
 
+@pytest.mark.slow
 def test_a_regular_file_is_replaced_whole_and_nothing_else_is_left(tmp_path, rd, capsys):
     out = tmp_path / "out"
     out.mkdir()

@@ -125,6 +125,7 @@ def test_rt_tests_2x_sparse_rows_keep_their_buckets(tmp_path):
     assert r.cpus[0].hist.lo_ns[0] == 2_000 and r.cpus[0].hist.count[0] == 215519
 
 
+@pytest.mark.slow
 def test_a_blog_csv_with_late_samples_fails_a_short_cycle(tmp_path, capsys):
     """lemariva-stdkernel_model_b.csv holds samples at 382 µs: a 250 µs cycle fails, whatever the unknown max."""
     rd = ["--results-dir", str(tmp_path)]

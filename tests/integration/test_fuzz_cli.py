@@ -233,6 +233,7 @@ def _input(case: Case, spec) -> str:
     return str(f)
 
 
+@pytest.mark.slow
 @FUZZ
 @given(spec=FILES, label=st.none() | HOSTILE_TEXT, results=RESULTS, as_json=st.booleans())
 def test_fuzz_import(world, spec, label, results, as_json):
@@ -274,6 +275,7 @@ def _damage(case: Case, how: str) -> None:
 DAMAGE = st.sampled_from(["none"] * 4 + ["truncate", "list", "db garbage", "db gone", "escape id"])
 
 
+@pytest.mark.slow
 @FUZZ
 @given(command=st.sampled_from(["runs", "show", "compare"]), refs=REFS, results=RESULTS, damage=DAMAGE,
        flags=st.lists(st.sampled_from(["--json", "--reindex"]) | HOSTILE_TEXT, max_size=2))
@@ -298,6 +300,7 @@ MANIFEST_KEYS = st.sampled_from(["board", "arch", "machines", "models", "kernelr
                                  "files", "qemu", "manifest_version"])
 
 
+@pytest.mark.slow
 @FUZZ
 @given(edits=st.lists(st.tuples(MANIFEST_KEYS, JSONS | st.sampled_from(["../../etc/passwd", "/etc/passwd"])),
                       max_size=3),

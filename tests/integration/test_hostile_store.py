@@ -140,6 +140,7 @@ def test_two_imports_of_one_file_at_once_store_it_once(tmp_path):
                 store.remove(r.run_id)
 
 
+@pytest.mark.slow
 @pytest.mark.root
 def test_ctrl_c_while_the_loads_settle_keeps_the_run(tmp_path):
     rd = str(tmp_path / "results")

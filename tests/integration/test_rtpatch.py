@@ -197,6 +197,7 @@ def test_directory_index_formats():
     assert index_names(python) == ["patch-6.1.158-rt58.patch.gz"]
 
 
+@pytest.mark.slow
 def test_auto_takes_the_exact_sublevel_with_the_highest_rt(src61, site):
     s = site("exact")
     served = s.add("patch-6.1.192-rt83.patch.xz", "good")
@@ -232,6 +233,7 @@ def test_auto_takes_the_exact_sublevel_with_the_highest_rt(src61, site):
     assert again.path == tree.path and "reusing" in again.notes[0]
 
 
+@pytest.mark.slow
 def test_auto_falls_back_to_the_nearest_sublevel(src61, site):
     s = site("nearest")
     s.add("patch-6.1.193-rt84.patch.xz", "bad")
@@ -251,6 +253,7 @@ def test_auto_falls_back_to_the_nearest_sublevel(src61, site):
     assert detect_rt(src61.path, "arm64").supported is False          # pristine still without RT
 
 
+@pytest.mark.slow
 def test_auto_fails_naming_every_candidate(src61, site):
     s = site("none")
     s.add("patch-6.1.193-rt84.patch.xz", "bad")
@@ -270,6 +273,7 @@ def test_auto_fails_naming_every_candidate(src61, site):
         prepare_rt_tree(src61, "arm64", "auto", base_url=empty.base)
 
 
+@pytest.mark.slow
 def test_a_series_tarball_is_applied_in_order(src61, site, patches, tmp_path):
     s = site("series")
     s.add("patches-6.1.192-rt83.tar.xz", "series")
@@ -336,6 +340,7 @@ def test_cli_rt_patch_auto(src61, site, monkeypatch, capsys):
     assert len(err) == 1 and "--rt-patch auto" in err[0]
 
 
+@pytest.mark.slow
 def test_a_users_tree_is_copied_in_full_never_patched(src61, patches, tmp_path):
     user_tree = subset_tree(src61, tmp_path / "mine")
     before = {p: sha(p) for p in user_tree.rglob("*") if p.is_file()}

@@ -76,6 +76,7 @@ def test_put_verified_catches_bytes_damaged_in_transit(sshd, tmp_path):
         link.close()
 
 
+@pytest.mark.slow
 def test_control_master_makes_commands_cheap(link):
     link.run(["true"])
     assert link.master_pid() is not None

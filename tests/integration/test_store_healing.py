@@ -150,6 +150,7 @@ def test_a_run_id_that_leads_out_of_the_store_is_never_written(tmp_path, stocked
     assert not outside.exists()
 
 
+@pytest.mark.slow
 def test_last_is_the_run_stored_last_whatever_the_files_times(tmp_path, capsys):
     """Files with the same mtime, imported in an order unlike their run ids:
     `last` follows the store, for every command that takes a run."""
