@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import signal
+import threading
 from types import SimpleNamespace
 
 import pytest
@@ -36,7 +36,8 @@ class _Terminal(io.StringIO):
         super().flush()
         if self.armed:
             self.armed = False
-            os.kill(os.getpid(), signal.SIGINT)
+            # to this thread: a process-wide signal may be taken by another thread of the test session
+            signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
 
 
 def test_ctrl_c_right_after_a_flush_shows_and_keeps_each_window_once():
