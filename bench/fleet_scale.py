@@ -168,7 +168,10 @@ class BoardsCpu:
                 (self.ROOT / "cgroup.procs").write_text(f"{pid}\n")
             except OSError:
                 continue
-        self.dir.rmdir()
+        try:
+            self.dir.rmdir()
+        except OSError as e:
+            print(f"fleet_scale: could not remove {self.dir} ({e.strerror}): rmdir it by hand", file=sys.stderr)
 
 
 def kex_cpu_ms(cfg: Path, kex: str | None, n: int = 10) -> tuple[str, float]:
@@ -197,9 +200,10 @@ def main() -> int:
     # PYTHONDONTWRITEBYTECODE says, or each of the 32 rtforges and Ansible workers compiles its sources
     compileall.compile_dir(Path(rtforge.__file__).parent, quiet=2)
     rack = Rack.start(args.boards)
-    boards = BoardsCpu(rack)
+    boards = None
     tmp = Path(tempfile.mkdtemp(prefix="rtforge-fleet-bench-"))
     try:
+        boards = BoardsCpu(rack)
         inv = rack.inventory(tmp / "rack.ini", group_vars="rtforge_cpus=0\nrtforge_interval_us=10000",
                              ssh_args=f"-o KexAlgorithms={args.kex}" if args.kex else "")
         first = rack.boards["pi-01"]
@@ -264,8 +268,9 @@ def main() -> int:
               f"during the fleet's, which the timed rounds do not have)")
         return 0
     finally:
-        boards.close()
         rack.stop()
+        if boards is not None:   # after the boards' processes are gone: a cgroup with none left can go
+            boards.close()
         import shutil
         if not os.environ.get("RTFORGE_BENCH_KEEP"):
             shutil.rmtree(tmp, ignore_errors=True)
