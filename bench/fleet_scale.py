@@ -149,11 +149,9 @@ class BoardsCpu:
         except OSError:
             self.dir = None
             return
-        spaces = {b.mnt_ns for b in rack.boards.values()}
-        for pid in pids():
+        for pid in rack.processes():
             try:
-                if os.readlink(f"/proc/{pid}/ns/mnt") in spaces:
-                    (self.dir / "cgroup.procs").write_text(f"{pid}\n")
+                (self.dir / "cgroup.procs").write_text(f"{pid}\n")
             except OSError:
                 continue
 

@@ -82,20 +82,30 @@ class Rack:
             raise
         return rack
 
+    def processes(self, board: Board | None = None) -> list[int]:
+        """Every process in a board's mount namespace (or any board's): the holder, sshd, runs, probes, loads."""
+        spaces = set()
+        for b in [board] if board else self.boards.values():
+            try:
+                spaces.add(b.mnt_ns)
+            except OSError:
+                continue
+        out = []
+        for pid in pids():
+            try:
+                if os.readlink(f"/proc/{pid}/ns/mnt") in spaces:
+                    out.append(pid)
+            except OSError:
+                continue
+        return out
+
     def stop(self) -> None:
         """Every process in every board's namespace (runs, probes, loads, sshd), then the holders."""
         for b in self.boards.values():
-            try:
-                ns = b.mnt_ns
-            except OSError:
-                ns = None
-            if ns is not None:
-                for pid in pids():
-                    if pid == b.holder.pid:
-                        continue
+            for pid in self.processes(b):
+                if pid != b.holder.pid:
                     try:
-                        if os.readlink(f"/proc/{pid}/ns/mnt") == ns:
-                            os.kill(pid, signal.SIGKILL)
+                        os.kill(pid, signal.SIGKILL)
                     except OSError:
                         continue
             if b.sshd is not None and b.sshd.poll() is None:
