@@ -12,7 +12,7 @@ import time
 from contextlib import contextmanager
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from rtforge.cli import main
@@ -249,6 +249,9 @@ def test_arbitrary_lines_never_crash(boot, lines, model, tryboot):
 
 @SETTINGS
 @given(lines=st.lists(line, max_size=25), model=models, tryboot=st.booleans(), final_newline=st.booleans())
+# found by this test in CI (2026-11-27): six control bytes in 596 bytes were "not a text file", in the
+# same text with CRLF (601 bytes) they were not, as the allowance grew with the CRs
+@example(lines=["\x1f" * 6] + ["0" * 117] * 5, model="cm1", tryboot=False, final_newline=False)
 def test_crlf_and_lf_give_the_same_result(boot, lines, model, tryboot, final_newline):
     text = "\n".join(lines) + ("\n" if final_newline else "")
     lf = resolve_text(text, boot, model, tryboot)
