@@ -65,8 +65,9 @@ run: setup
 # Everything: the linters, then every test (kernel builds and QEMU guests included).
 # --durations: every CI log names the slowest tests, so the time budget
 # (a cold `make test` under 60 min) is watched with figures, not guesses.
+# RTFORGE_HYPOTHESIS=fixed: the same Hypothesis examples every run (tests/conftest.py says why).
 test: setup lint
-	$(BIN)/pytest --durations=30
+	RTFORGE_HYPOTHESIS=fixed $(BIN)/pytest --durations=30
 
 # The fast loop: linters and the tests that neither build a kernel nor boot a
 # guest, nor take many seconds (`slow`: end-to-end deploys, reboots and

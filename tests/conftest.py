@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -22,6 +23,14 @@ from rtforge.measure.probebuild import build_probe  # noqa: E402
 from rtforge.results.store import Store  # noqa: E402
 
 IS_ROOT = os.geteuid() == 0
+
+# `make test` (what CI runs) draws the same Hypothesis examples every run, so
+# a submission is judged on its code and not on the examples it drew; `make
+# check`, the developers' loop, draws new ones each time and finds what a
+# random CI run would have (the CRLF bug of bootcheck was such a find).
+settings.register_profile("fixed", derandomize=True)
+if os.environ.get("RTFORGE_HYPOTHESIS") == "fixed":
+    settings.load_profile("fixed")
 
 # A session started in the background by a non-interactive shell (`make test &`)
 # inherits SIGINT ignored, and so would every rtforge it starts: the Ctrl-C
