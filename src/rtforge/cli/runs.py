@@ -11,10 +11,8 @@ import typer
 from rich.table import Table
 
 from ..errors import UserError
-from ..results.bench import bench_show_dict
 from ..results.model import RunResult
 from ..results.stats import show_dict
-from .bench import print_bench_result
 from .common import RESULTS_DIR, RUN_HELP, check_label, settled_store
 from .render import Col, cell, clean, fitted, make_console, print_result, shown, us
 
@@ -77,6 +75,10 @@ def show(
     store = settled_store(results_dir)
     result = store.load(store.resolve(run))
     if result.kind == "bench":
+        # imported here: the bench's display needs numpy (~0.1 s), which listing and showing runs do not
+        from ..results.bench import bench_show_dict
+        from .bench import print_bench_result
+
         if as_json:
             print(json.dumps(bench_show_dict(result), indent=1))
         else:
