@@ -82,10 +82,10 @@ class Rack:
             raise
         return rack
 
-    def processes(self, board: Board | None = None) -> list[int]:
-        """Every process in a board's mount namespace (or any board's): the holder, sshd, runs, probes, loads."""
+    def processes(self) -> list[int]:
+        """Every process in the boards' mount namespaces: the holders, sshds, runs, probes, loads."""
         spaces = set()
-        for b in [board] if board else self.boards.values():
+        for b in self.boards.values():
             try:
                 spaces.add(b.mnt_ns)
             except OSError:
@@ -101,13 +101,14 @@ class Rack:
 
     def stop(self) -> None:
         """Every process in every board's namespace (runs, probes, loads, sshd), then the holders."""
+        holders = {b.holder.pid for b in self.boards.values()}
+        for pid in self.processes():   # one walk of /proc for all the boards
+            if pid not in holders:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    continue
         for b in self.boards.values():
-            for pid in self.processes(b):
-                if pid != b.holder.pid:
-                    try:
-                        os.kill(pid, signal.SIGKILL)
-                    except OSError:
-                        continue
             if b.sshd is not None and b.sshd.poll() is None:
                 b.sshd.kill()
             if b.sshd is not None:

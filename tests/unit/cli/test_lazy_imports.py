@@ -33,7 +33,7 @@ def test_the_check_can_fail(tmp_path):
     """Showing a bench run needs the bench's display, which imports numpy: seen."""
     from rtforge.results.store import Store
 
-    from ..results.test_bench_runs import bench_run
+    from ...support.runs import bench_run
 
     run = bench_run(Store(tmp_path), "rt", {1: 20.0})
     p = subprocess.run([sys.executable, "-c", PROBE, "show", run.run_id, "--results-dir", str(tmp_path)],

@@ -10,76 +10,10 @@ import pytest
 from rtforge.cli import main
 from rtforge.report.compare import compare_bench
 from rtforge.results.model import RunResult
-from rtforge.results.store import Store
 
-from ...support.nqueens import A000170
+from ...support.runs import bench_run
 
 # -- stored runs: show, runs, compare -------------------------------------------
-
-
-def bench_run(
-    store: Store,
-    label: str,
-    medians_s: dict[int, float],
-    ops: dict[int, float] | None = None,
-    n: int = 12,
-    preempt: str = "rt",
-) -> RunResult:
-    """A bench run whose 5 solve times per thread count have the given median."""
-    nq = [
-        {
-            "threads": t,
-            "solutions": A000170[n - 1],
-            "warmup_elapsed_ns": [],
-            "elapsed_ns": [round(m * 1e9 * f) for f in (1.02, 0.97, 1.0, 1.05, 0.99)],
-            "cpu_ns": [round(m * 1e9 * t * 0.98)] * 5,
-        }
-        for t, m in medians_s.items()
-    ]
-    stress = (
-        {
-            "version": "0.15.06",
-            "method": "matrixprod",
-            "duration_s": 10,
-            "runs": [
-                {
-                    "threads": t,
-                    "bogo_ops": round(v * 10),
-                    "real_s": 10.0,
-                    "usr_s": 10.0 * t,
-                    "sys_s": 0.0,
-                    "bogo_ops_per_s": v,
-                    "bogo_ops_per_cpu_s": v / t,
-                }
-                for t, v in ops.items()
-            ],
-        }
-        if ops
-        else None
-    )
-    r = RunResult(
-        run_id=store.new_run_id("pi4"),
-        engine="nqueens",
-        state="complete",
-        host="pi4",
-        start_time="2026-01-01T00:00:00+00:00",
-        kind="bench",
-        label=label,
-        duration_s=600.0,
-        config={"n": n, "threads": list(medians_s)},
-        system={"kernel_release": "6.12.0", "preempt_model": preempt},
-        bench={
-            "benchmark": "nqueens",
-            "n": n,
-            "solutions_expected": A000170[n - 1],
-            "repeat": 5,
-            "warmup": 1,
-            "nqueens": nq,
-            "stress_ng": stress,
-        },
-    )
-    store.save(r)
-    return r
 
 
 def test_compare_says_what_rt_costs(store):
