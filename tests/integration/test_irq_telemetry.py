@@ -138,8 +138,16 @@ def test_a_stored_run_keeps_the_interrupt_series(tmp_path, capsys):
     assert len(s["irq_thread_pct"]) == len(s["t_s"]) == len(s["irq_thread_top"])
     assert main(["show", "last", *rd]) == 0
     out = capsys.readouterr().out
-    assert re.search(r"interrupts: CPU 0 took [0-9,]+ in the second of its worst wake-up \([0-9]+ s; its median "
-                     r"second [0-9,]+\) · irq threads then [0-9.]+ % of a CPU", out), out
+    # the probe counts a second's interrupts when the next begins: the second the run ended in has none,
+    # and the worst wake-up can fall in it (as in one CI run); which case this run is comes from its series
+    worst = max(range(len(s["t_s"])), key=lambda k: s["max_ns"][0][k] or -1)
+    if s["irqs"][0][worst] is None:
+        assert worst == len(s["t_s"]) - 1
+        assert re.search(r"interrupts: not counted in the second of its worst wake-up \([0-9]+ s\) \(the run ended "
+                         r"in it\); CPU 0's median second [0-9,]+", out), out
+    else:
+        assert re.search(r"interrupts: CPU 0 took [0-9,]+ in the second of its worst wake-up \([0-9]+ s; its "
+                         r"median second [0-9,]+\) · irq threads then [0-9.]+ % of a CPU", out), out
     assert main(["show", "last", "--json", *rd]) == 0
     summary = json.loads(capsys.readouterr().out)["interrupts"]
     assert summary["cpu"] == 0 and summary["irqs"] > 0
@@ -201,4 +209,26 @@ def test_irq_summary_points_at_the_worst_second():
     assert (s["cpu"], s["t_s"], s["irqs"], s["irqs_median"]) == (5, 2, 9000, 1004)
     assert (s["irq_thread_pct"], s["irq_thread_top"], s["irq_thread_max_pct"]) == (41.0, "irq/38-mmc1", 41.0)
     assert irq_summary({**series, "irqs": None}) is None  # a run from before the interrupt series
+
+
+def test_show_says_when_the_worst_second_was_not_counted():
+    """The worst wake-up in the second the run ended in (no interrupt count:
+    the probe takes it when the next second begins) keeps a line that says so."""
+    from rtforge.cli.render import irq_line
+    from rtforge.results.model import RunResult
+
+    series = {"t_s": [0, 1, 2, 3], "cpus": [0, 1], "count": [[5000, 5000, 5000, 40]] * 2,
+              "max_ns": [[10, 12, 11, 10], [9, 9, 12, 95_000]],
+              "irqs": [[1000, 1001, 1002, None], [1000, 1004, 1003, None]],
+              "irq_thread_pct": [0.5, 0.0, 1.0, None], "irq_thread_top": [None] * 4,
+              "irq_thread_top_pct": [0.5, 0.0, 1.0, None]}
+    run = RunResult(run_id="x", engine="probe", state="complete", host="h", start_time="2026-01-01T00:00:00+00:00",
+                    duration_s=3.0, config={}, series=series)
+    assert irq_line(run) == ("interrupts: not counted in the second of its worst wake-up (3 s) (the run ended in "
+                             "it); CPU 1's median second 1,003")
+    # in a counted second the line gives the count, as before
+    counted = RunResult(**{**run.__dict__, "series": {**series, "max_ns": [[10, 12, 11, 10], [9, 95_000, 12, 9]]}})
+    assert irq_line(counted).startswith("interrupts: CPU 1 took 1,004 in the second of its worst wake-up (1 s; ")
+    # no second counted at all (a run under a second): no line
+    assert irq_line(RunResult(**{**run.__dict__, "series": {**series, "irqs": [[None] * 4] * 2}})) is None
     assert irq_summary(None) is None
