@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import argparse
 import compileall
+import json
 import os
 import resource
 import statistics
@@ -115,22 +116,88 @@ class PeakRss:
         self._t.join()
 
 
+class CpuBusy:
+    """How busy the machine's CPUs were, from /proc/stat read ten times a
+    second (a read is ~0.1 ms: nothing next to what it measures): to tell a
+    phase that waits from one that is short of CPU."""
+
+    def __init__(self):
+        self.samples: list[tuple[float, int, int]] = []   # (time.time(), busy jiffies, all jiffies)
+        self._stop = threading.Event()
+        self._t = threading.Thread(target=self._run, daemon=True)
+
+    @staticmethod
+    def _read() -> tuple[int, int]:
+        f = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+        idle = f[3] + f[4]   # idle and iowait
+        return sum(f) - idle, sum(f)
+
+    def _run(self) -> None:
+        while True:
+            self.samples.append((time.time(), *self._read()))
+            if self._stop.wait(0.1):
+                self.samples.append((time.time(), *self._read()))
+                return
+
+    def busy(self, t0: float, t1: float) -> float:
+        """The share of all CPUs' time used between t0 and t1 (the nearest samples)."""
+        a = min(self.samples, key=lambda s: abs(s[0] - t0))
+        b = min(self.samples, key=lambda s: abs(s[0] - t1))
+        return (b[1] - a[1]) / (b[2] - a[2]) if b[2] > a[2] else float("nan")
+
+    def __enter__(self):
+        self._t.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._t.join()
+
+
+def first_samples(results: Path, stdout: str) -> list[float]:
+    """When each run of a command's --json output began measuring (its probe's own clock, time.time())."""
+    said = json.loads(stdout)
+    ids = [b["run_id"] for b in said["boards"]] if "boards" in said else [said["run_id"]]
+    return [json.loads((results / "runs" / i / "raw" / "probe.json").read_text())["start_realtime_ns"] / 1e9
+            for i in ids]
+
+
 def timed(argv: list[str], env: dict, boards: BoardsCpu, memory_of: Rack | None = None
-          ) -> tuple[float, float, PeakRss | None, subprocess.CompletedProcess, float | None]:
+          ) -> tuple[float, float, PeakRss | None, subprocess.CompletedProcess, float | None, Start]:
     """Wall, CPU, and (memory_of: the rack whose boards are not counted) the
     peak memory, whose sampling costs CPU: the timed rounds go without it."""
-    cpu0, t0, b0 = children_cpu_s(), time.monotonic(), boards.seconds()
-    p = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    if memory_of is None:
-        mem = None
-        out, err = p.communicate()
-    else:
-        with PeakRss(p.pid, memory_of) as mem:
+    cpu0, t0, b0, began = children_cpu_s(), time.monotonic(), boards.seconds(), time.time()
+    with CpuBusy() as load:
+        p = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        if memory_of is None:
+            mem = None
             out, err = p.communicate()
+        else:
+            with PeakRss(p.pid, memory_of) as mem:
+                out, err = p.communicate()
     wall = time.monotonic() - t0
     b1 = boards.seconds()
     return (wall, children_cpu_s() - cpu0, mem, subprocess.CompletedProcess(argv, p.returncode, out, err),
-            None if b0 is None else b1 - b0)
+            None if b0 is None else b1 - b0, Start(began, load))
+
+
+class Start:
+    """A timed command's start: from its launch to the last board's first sample."""
+
+    def __init__(self, began: float, load: CpuBusy):
+        self.began, self.load, self.last = began, load, began   # find() sets last
+
+    def find(self, results: Path, stdout: str) -> Start:
+        self.last = max(first_samples(results, stdout))
+        return self
+
+    @property
+    def seconds(self) -> float:
+        return self.last - self.began
+
+    @property
+    def busy(self) -> float:
+        return self.load.busy(self.began, self.last)
 
 
 class BoardsCpu:
@@ -219,26 +286,29 @@ def main() -> int:
         one = rt + ["latency", "pi-01", "--ssh-config", str(cfg), "--duration", f"{args.seconds}s", "--cpus", "0",
                     "--interval-us", "10000", "--json"]
         fleet = rt + ["fleet", "latency", str(inv), "--duration", f"{args.seconds}s", "--json", "--new"]
-        def single() -> tuple[float, float, float | None]:
-            w, c, _, p, b = timed(one, env, boards)
+        results = tmp / "results"
+
+        def single() -> tuple[float, float, float | None, Start]:
+            w, c, _, p, b, s = timed(one, env, boards)
             assert p.returncode == 0, p.stderr
-            return w, c, b
+            return w, c, b, s.find(results, p.stdout)
 
         singles = [single()]
         fleets = []
         for _ in range(args.rounds):
-            fw, fc, _, fp, fb = timed(fleet, env, boards)
+            fw, fc, _, fp, fb, fs = timed(fleet, env, boards)
             assert fp.returncode == 0, fp.stderr[-2000:]
-            fleets.append((fw, fc, fb))
+            fleets.append((fw, fc, fb, fs.find(results, fp.stdout)))
             singles.append(single())
         # then once more each, for the memory only: its sampler is not in the timed rounds
-        _, _, smem, p, _ = timed(one, env, boards, memory_of=rack)
+        _, _, smem, p, _, _ = timed(one, env, boards, memory_of=rack)
         assert p.returncode == 0, p.stderr
-        _, _, fmem, p, _ = timed(fleet, env, boards, memory_of=rack)
+        _, _, fmem, p, _, _ = timed(fleet, env, boards, memory_of=rack)
         assert p.returncode == 0, p.stderr[-2000:]
         ratios = [f[0] / ((singles[i][0] + singles[i + 1][0]) / 2) for i, f in enumerate(fleets)]
         mid = sorted(range(len(ratios)), key=ratios.__getitem__)[len(ratios) // 2]   # the median round
-        fw, fc, fb = fleets[mid]
+        fw, fc, fb, fs = fleets[mid]
+        ss = statistics.median(s[3].seconds for s in singles)
         sw = statistics.median(s[0] for s in singles)
         sc = statistics.median(s[1] for s in singles)
         sm = smem.peak
@@ -252,6 +322,9 @@ def main() -> int:
               f"{fmem.count_peak} processes at most)")
         print(f"  ratio fleet/one board: wall {ratios[mid]:.2f}x median, {min(ratios):.2f}x to {max(ratios):.2f}x "
               f"(goal <= 1.5x)")
+        print(f"  the start, from the command's launch to the last board's first sample: one board {ss:.1f} s; "
+              f"{args.boards} boards {fs.seconds:.1f} s in the median round, the CPUs {fs.busy:.0%} busy meanwhile "
+              f"(and {fs.load.busy(fs.last, fs.last + args.seconds):.0%} in the {args.seconds} s after it)")
         print(f"  ssh's key exchange, the client's CPU per connection to pi-01: {kex_default[1]:.0f} ms "
               f"({kex_default[0]}{', as this bench ran' if not args.kex else ''}), {kex_classic[1]:.0f} ms "
               f"({kex_classic[0]}{', as this bench ran' if args.kex == 'curve25519-sha256' else ''}); "
