@@ -87,3 +87,37 @@ def test_kernel_boards_rows_stay_short(imported):
     assert starts and max(lengths) <= 4, lengths        # a board is 1-4 lines, not 6-11
     for board in ("pi1", "pi2", "pi4-32", "pi4-64", "pi5"):
         assert re.search(rf"^ {re.escape(board)}\s", text, re.M)
+
+
+@pytest.fixture(scope="module")
+def benched(tmp_path_factory):
+    """Two real bench runs (a short solve and a second of stress-ng each) with labels that need room."""
+    from rtforge.measure.bench import BenchSpec, run_bench
+
+    store = Store(tmp_path_factory.mktemp("t80b") / "results")
+    spec = dict(n=8, threads=[1, 2], repeat=2, warmup=0, stress_s=1)
+    return store, [run_bench(BenchSpec(**spec, label=label), store)
+                   for label in ("stock 6.1", "rt 6.12 with a label far longer than a column")]
+
+
+@pytest.mark.slow
+def test_a_bench_run_keeps_its_median_and_stress_ng_rate(benched):
+    store, runs = benched
+    text = at_80(store, "show", runs[1].run_id)
+    header = next(line for line in text.splitlines() if "┃" in line)
+    assert "median" in header and "threads" in header and "bogo ops/s" in header
+    # the summary line above the table ends on the run's time instead of wrapping it onto a line of its own
+    assert re.search(r"^N-queens N=8 · 2 solves per thread count \(\+0 warm-up\) · complete · \d+ s$", text, re.M)
+    for row in runs[1].bench["stress_ng"]["runs"]:
+        assert f"{row['bogo_ops_per_s']:,.0f}" in text
+
+
+@pytest.mark.slow
+def test_bench_compare_keeps_the_names_and_the_kernel(benched):
+    store, runs = benched
+    text = at_80(store, "compare", runs[0].run_id, runs[1].run_id)
+    header = next(line for line in text.splitlines() if "┃" in line)
+    assert "median" in header and "kernel" in header and "vs first" in header
+    assert "stock 6.1" in text and os.uname().release in text
+    table = " ".join(line.split("│")[0].strip() for line in text.splitlines() if "│" in line)
+    assert "rt 6.12 with a label far longer than a column" in table   # wrapped, all of it there

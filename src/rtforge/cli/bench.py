@@ -17,10 +17,11 @@ from ..device import board_host, open_transport
 from ..errors import UserError
 from ..measure.bench import DEFAULT_N, N_RANGE, BenchSpec, parse_threads, run_bench
 from ..results.bench import bench_show_dict, summarize_bench
+from ..results.display import known
 from ..results.model import RunResult
 from ..results.store import Store
 from .common import HOST_OPTIONAL, RESULTS_DIR, SSH_CONFIG, LiveLine
-from .render import make_console
+from .render import Col, cell, fitted, make_console
 
 app = typer.Typer()  # this module's commands (cli/__init__.py's LazyGroup loads them)
 
@@ -111,31 +112,30 @@ def bench_header(r: RunResult) -> str:
     return "\n".join(
         [
             f"[bold]{r.run_id}[/bold]" + (f"  “{r.label}”" if r.label else ""),
-            f"N-queens N={b.get('n', '?')} · {r.state} · {b.get('repeat', '?')} solves per thread count"
-            f" (+{b.get('warmup', 0)} warm-up) · wall time {wall}",
+            # under 80 columns for any N, count and time, so that it never wraps
+            f"N-queens N={b.get('n', '?')} · {b.get('repeat', '?')} solves per thread count"
+            f" (+{b.get('warmup', 0)} warm-up) · {r.state} · {wall}",
             f"{r.host} · kernel {s.get('kernel_release', '?')} · preemption {s.get('preempt_model', '?')}"
             + (f" · {s['board_model']}" if s.get("board_model") else ""),
         ]
     )
 
 
-def bench_table(r: RunResult) -> Table:
-    t = Table(show_edge=False, header_style="bold")
-    for col in ("threads", "solutions", "median", "min", "max", "IQR", "CPUs busy", "stress-ng bogo ops/s"):
-        t.add_column(col, justify="right")
-    for row in summarize_bench(r.bench or {}):
-        t.add_row(
-            str(row["threads"]),
-            f"{row['solutions']:,}",
-            secs(row["median_s"]),
-            secs(row["min_s"]),
-            secs(row["max_s"]),
-            secs(row["iqr_s"]),
-            "–" if row["cpus_busy"] is None else f"{row['cpus_busy']:.2f}",
-            _ops(row["stress_bogo_ops_per_s"]),
-            style="bold" if row["threads"] > 1 else None,
-        )
-    return t
+# Fitted to the terminal (render.fitted): the thread count, the median and
+# stress-ng's rate are what a user came for; the spread goes before them.
+BENCH_COLS = [Col("threads", key=True, right=True), Col("solutions", drop=0, right=True),
+              Col("median", key=True, right=True), Col("min", drop=2, right=True), Col("max", drop=3, right=True),
+              Col("IQR", drop=1, right=True), Col("CPUs busy", drop=4, right=True),
+              Col("bogo ops/s", key=True, right=True)]
+
+
+def bench_table(r: RunResult, console: Console | None = None) -> Table:
+    summary = summarize_bench(r.bench or {})
+    rows = [[str(row["threads"]), f"{row['solutions']:,}", secs(row["median_s"]), secs(row["min_s"]),
+             secs(row["max_s"]), secs(row["iqr_s"]), "–" if row["cpus_busy"] is None else f"{row['cpus_busy']:.2f}",
+             _ops(row["stress_bogo_ops_per_s"])] for row in summary]
+    return fitted(console or make_console(), BENCH_COLS, rows,
+                  style=lambda n: "bold" if summary[n]["threads"] > 1 else None)
 
 
 def print_bench_result(r: RunResult, console: Console | None = None) -> None:
@@ -151,35 +151,34 @@ def print_bench_result(r: RunResult, console: Console | None = None) -> None:
         ),
         style="dim",
     )
-    console.print(bench_table(r))
+    console.print(bench_table(r, console))
     for w in r.warnings:
         console.print(f"[yellow]warning:[/yellow] {w}", highlight=False)
 
 
+# A long label wraps (a run id, 23 columns, stays whole) so that the kernel,
+# what a bench comparison is usually about, keeps its room.
+COMPARE_BENCH_COLS = [Col("run", key=True, wrap=True, min_width=23), Col("kernel", drop=4, wrap=True, min_width=10),
+                      Col("preempt", drop=1), Col("threads", key=True, right=True), Col("median", key=True, right=True),
+                      Col("min–max", drop=0, right=True), Col("vs first", key=True, right=True),
+                      Col("bogo ops/s", drop=2, right=True), Col("ops vs first", drop=3, right=True)]
+
+
 def print_bench_compare(rows: list[dict[str, Any]], console: Console | None = None) -> None:
+    """Bench runs side by side; the rows' texts (labels, kernels) are shown as written, never read as markup."""
     console = console or make_console()
-    t = Table(show_edge=False, header_style="bold")
-    for col in ("run", "kernel", "preempt", "threads", "median", "min–max", "vs first", "stress-ng ops/s", "vs first "):
-        t.add_column(col, justify="left" if col in ("run", "kernel", "preempt") else "right")
-    for r in rows:
-        for i, th in enumerate(r["threads"]):
-            t.add_row(
-                r["label"] or r["run_id"] if i == 0 else "",
-                r["kernel_release"] or "?" if i == 0 else "",
-                r["preempt_model"] or "?" if i == 0 else "",
-                str(th["threads"]),
-                secs(th["median_s"]),
-                f"{secs(th['min_s'])}–{secs(th['max_s'])}",
-                _ratio(th["time_ratio_to_first"]),
-                _ops(th["stress_bogo_ops_per_s"]),
-                _ratio(th["stress_ratio_to_first"]),
-            )
+    cells = [[cell(r["label"] or r["run_id"]) if i == 0 else "", cell(known(r["kernel_release"])) if i == 0 else "",
+              cell(known(r["preempt_model"])) if i == 0 else "", str(th["threads"]), secs(th["median_s"]),
+              f"{secs(th['min_s'])}–{secs(th['max_s'])}", _ratio(th["time_ratio_to_first"]),
+              _ops(th["stress_bogo_ops_per_s"]), _ratio(th["stress_ratio_to_first"])]
+             for r in rows for i, th in enumerate(r["threads"])]
     console.print(
-        f"N-queens N={rows[0]['n']}: median solve time; ratios are to the first run (> 1: slower)", style="dim"
+        f"N-queens N={rows[0]['n']}: median solve time; ratios are to the first run (> 1: slower); "
+        "bogo ops/s: stress-ng's rate", style="dim"
     )
-    console.print(t)
+    console.print(fitted(console, COMPARE_BENCH_COLS, cells))
     for r in rows[1:]:
-        console.print(r["versus_first"], highlight=False)
+        console.print(cell(r["versus_first"]))
 
 
 def _ratio(v: float | None) -> str:

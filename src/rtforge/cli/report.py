@@ -58,19 +58,8 @@ def compare(
         bench_rows = compare_bench(loaded)
         if as_json:
             print(json.dumps(bench_rows, indent=1))
-        else:  # labels come from users and files: shown, never obeyed as markup or escapes
-            print_bench_compare(
-                [
-                    {
-                        **r,
-                        **{
-                            k: shown(r[k]) if isinstance(r[k], str) else r[k]
-                            for k in ("label", "kernel_release", "preempt_model", "versus_first")
-                        },
-                    }
-                    for r in bench_rows
-                ]
-            )
+        else:  # labels come from users and files: print_bench_compare shows them as written
+            print_bench_compare(bench_rows)
         return
     rows = compare_runs(loaded)
     if as_json:
