@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import re
 
+# What preempt_model() names a kernel's model (besides "unknown"): the words a user may state on import too.
+PREEMPT_MODELS = ("rt", "full", "voluntary", "none", "dynamic", "lazy")
+
 
 def preempt_model(uname_v: str | None, sched_preempt: str | None, realtime: int | None) -> str:
     """rt | full | voluntary | none | lazy | dynamic | unknown.

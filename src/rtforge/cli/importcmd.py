@@ -5,16 +5,20 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from ..errors import UserError
-from ..results.importers import PREEMPT_MODELS, Stated, import_file
+from ..preempt import PREEMPT_MODELS
 from ..results.stats import show_dict
 from ..results.store import Store
 from ..units import shown
 from .common import RESULTS_DIR, check_label
 from .render import make_console, print_result
+
+if TYPE_CHECKING:
+    from ..results.importers import Stated
 
 app = typer.Typer()  # this module's commands (cli/__init__.py's LazyGroup loads them)
 
@@ -40,6 +44,8 @@ def stated(kernel: str | None, preempt: str | None, load: str | None, priority: 
             loads = words
     if priority is not None and not 0 <= priority <= 99:
         raise UserError(f"--priority {priority} is out of range: 0 (SCHED_OTHER) to 99")
+    from ..results.importers import Stated  # the importers load numpy: not for every command's --help
+
     return Stated(kernel, preempt, loads, priority)
 
 
@@ -64,6 +70,8 @@ def import_(
     time,core1,... CSV made from its histogram with grep, tr and sed.
     What the file does not say stays unknown ('?') unless an option says it.
     """
+    from ..results.importers import import_file
+
     facts = stated(kernel, preempt, load, priority)
     store = Store(results_dir)
     result = import_file(file, store, label=check_label(label) or None if label is not None else None, stated=facts)

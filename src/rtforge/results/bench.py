@@ -19,9 +19,8 @@ every median and spread is derived here when shown or compared:
 from __future__ import annotations
 
 import re
+import statistics
 from typing import Any
-
-import numpy as np
 
 from .model import RunResult
 from .stats import run_header
@@ -56,6 +55,8 @@ def spread(values_ns: list[int]) -> dict[str, float | int | None]:
     """Median and spread of repeated solve times, in seconds.  Quartiles are
     numpy's default (linear interpolation between samples); stdev is the
     sample standard deviation (n - 1)."""
+    import numpy as np  # here: every command's --help imports this module, and numpy is ~0.1 s of it
+
     v = np.asarray(values_ns, dtype=np.float64) / 1e9
     if v.size == 0:
         return {"count": 0, "median_s": None, "min_s": None, "max_s": None, "q1_s": None, "q3_s": None,
@@ -78,7 +79,7 @@ def summarize_bench(bench: dict[str, Any]) -> list[dict[str, Any]]:
             "threads": entry["threads"],
             "solutions": entry.get("solutions"),
             **spread(elapsed),
-            "cpus_busy": float(np.median(busy)) if busy else None,
+            "cpus_busy": statistics.median(busy) if busy else None,
             "stress_bogo_ops_per_s": s["bogo_ops_per_s"] if s else None,
         })
     return rows

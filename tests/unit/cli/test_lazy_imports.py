@@ -21,8 +21,8 @@ print(sorted(m for m in ("numpy", "matplotlib") if m in sys.modules), file=sys.s
 """
 
 
-@pytest.mark.parametrize("argv", [["runs"], ["show", "last"], ["latency", "--help"], ["fleet", "--help"],
-                                  ["kernel", "--help"]])
+@pytest.mark.parametrize("argv", [["runs"], ["show", "last"], ["--help"], ["latency", "--help"], ["fleet", "--help"],
+                                  ["kernel", "--help"], ["bench", "--help"]])
 def test_a_command_that_needs_no_numbers_loads_no_numpy(argv, tmp_path):
     p = subprocess.run([sys.executable, "-c", PROBE, *argv, *(["--results-dir", str(tmp_path)]
                         if argv[0] in ("runs", "show") else [])], capture_output=True, text=True, timeout=60)

@@ -77,7 +77,6 @@ def _raw_name(path: Path) -> str:
     return path.name if path.name not in ("", ".", "..") else "output.txt"
 
 
-PREEMPT_MODELS = ("rt", "full", "voluntary", "none", "dynamic", "lazy")
 _WHAT = {"kernel_release": "kernel release", "preempt_model": "preemption model", "loads": "load",
          "priority": "priority"}
 _OPTION = {"kernel_release": "--kernel", "preempt_model": "--preempt", "loads": "--load", "priority": "--priority"}
