@@ -143,7 +143,7 @@ def test_a_stored_run_keeps_the_interrupt_series(tmp_path, capsys):
     worst = max(range(len(s["t_s"])), key=lambda k: s["max_ns"][0][k] or -1)
     if s["irqs"][0][worst] is None:
         assert worst == len(s["t_s"]) - 1
-        assert re.search(r"interrupts: not counted in the second of its worst wake-up \([0-9]+ s\) \(the run ended "
+        assert re.search(r"interrupts: not counted in the second of its worst wake-up \([0-9]+ s: the run ended "
                          r"in it\); CPU 0's median second [0-9,]+", out), out
     else:
         assert re.search(r"interrupts: CPU 0 took [0-9,]+ in the second of its worst wake-up \([0-9]+ s; its "
@@ -224,7 +224,7 @@ def test_show_says_when_the_worst_second_was_not_counted():
               "irq_thread_top_pct": [0.5, 0.0, 1.0, None]}
     run = RunResult(run_id="x", engine="probe", state="complete", host="h", start_time="2026-01-01T00:00:00+00:00",
                     duration_s=3.0, config={}, series=series)
-    assert irq_line(run) == ("interrupts: not counted in the second of its worst wake-up (3 s) (the run ended in "
+    assert irq_line(run) == ("interrupts: not counted in the second of its worst wake-up (3 s: the run ended in "
                              "it); CPU 1's median second 1,003")
     # in a counted second the line gives the count, as before
     counted = RunResult(**{**run.__dict__, "series": {**series, "max_ns": [[10, 12, 11, 10], [9, 95_000, 12, 9]]}})

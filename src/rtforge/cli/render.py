@@ -157,8 +157,8 @@ def irq_line(r: RunResult) -> str | None:
     if s["irqs"] is None:
         # The probe counts a second's interrupts when the next one begins, so
         # the second a run ends in has none; say so rather than drop the line.
-        ended = " (the run ended in it)" if s["t_s"] == r.series["t_s"][-1] else ""
-        return (f"interrupts: not counted in the second of its worst wake-up ({s['t_s']} s){ended}; "
+        ended = ": the run ended in it" if s["t_s"] == r.series["t_s"][-1] else ""
+        return (f"interrupts: not counted in the second of its worst wake-up ({s['t_s']} s{ended}); "
                 f"CPU {s['cpu']}'s median second {s['irqs_median']:,}")
     line = (f"interrupts: CPU {s['cpu']} took {s['irqs']:,} in the second of its worst wake-up ({s['t_s']} s; "
             f"its median second {s['irqs_median']:,})")
