@@ -187,3 +187,47 @@ def test_a_forked_rtforge_has_a_fresh_interpreters_signals():
         said = f.read()
     os.waitpid(pid, 0)
     assert said == repr([int(signal.SIG_IGN), True, int(signal.SIG_DFL), int(signal.SIG_DFL)])
+
+
+def _sigint_state(pid: int) -> str | None:
+    """'caught', 'ignored' or 'default': what SIGINT does to pid now (None: it is gone)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return None
+    masks = {ln[:6]: int(ln.split()[1], 16) for ln in status.splitlines() if ln[:6] in ("SigCgt", "SigIgn")}
+    bit = 1 << (2 - 1)   # SIGINT is 2
+    return "caught" if masks["SigCgt"] & bit else "ignored" if masks["SigIgn"] & bit else "default"
+
+
+def test_ctrl_c_while_the_server_starts_ends_it_quietly_before_the_play(tmp_path):
+    """rtforge fleet passes Ctrl-C to the play's session; during the server's first ~0.3 s (its imports)
+    that ended it with a KeyboardInterrupt traceback in the record's ansible.stderr.  Now the
+    signal's default action ends it: killed by SIGINT, nothing on stderr, and no play started."""
+    import signal
+
+    started = tmp_path / "play-started"
+    play = [sys.executable, "-c", f"open({str(started)!r}, 'w').close(); import time; time.sleep(30)"]
+    server = subprocess.Popen(forkserver.serve_argv(str(tmp_path / "sock"), play), stdin=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        deadline, seen = time.monotonic() + 10, []
+        # a new Python starts with SIGINT's default action (exec), then catches it (its KeyboardInterrupt
+        # handler); the default action again after that is the boot's: the server's imports run now
+        while time.monotonic() < deadline:
+            state = _sigint_state(server.pid)
+            if not seen or seen[-1] != state:
+                seen.append(state)
+            if state is None or (state == "default" and "caught" in seen):
+                break
+            time.sleep(0.002)
+        assert seen[-1] == "default" and "caught" in seen, \
+            f"SIGINT in the server's start went {seen}, never back to its default action"
+        os.killpg(server.pid, signal.SIGINT)
+        assert server.wait(timeout=10) == -signal.SIGINT
+        assert server.stderr.read() == b""
+        assert not started.exists()
+    finally:
+        if server.poll() is None:
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait()
