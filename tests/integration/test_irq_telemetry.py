@@ -150,7 +150,8 @@ def test_a_stored_run_keeps_the_interrupt_series(tmp_path, capsys):
                          r"median second [0-9,]+\) · irq threads then [0-9.]+ % of a CPU", out), out
     assert main(["show", "last", "--json", *rd]) == 0
     summary = json.loads(capsys.readouterr().out)["interrupts"]
-    assert summary["cpu"] == 0 and summary["irqs"] > 0
+    assert summary["cpu"] == 0 and summary["irqs_median"] > 0
+    assert summary["irqs"] == s["irqs"][0][worst]   # None in the uncounted second
     # the timeline draws exactly the stored counts under the latency panel
     from rtforge.report.plots import timeline
 
@@ -209,6 +210,7 @@ def test_irq_summary_points_at_the_worst_second():
     assert (s["cpu"], s["t_s"], s["irqs"], s["irqs_median"]) == (5, 2, 9000, 1004)
     assert (s["irq_thread_pct"], s["irq_thread_top"], s["irq_thread_max_pct"]) == (41.0, "irq/38-mmc1", 41.0)
     assert irq_summary({**series, "irqs": None}) is None  # a run from before the interrupt series
+    assert irq_summary(None) is None
 
 
 def test_show_says_when_the_worst_second_was_not_counted():
@@ -231,4 +233,3 @@ def test_show_says_when_the_worst_second_was_not_counted():
     assert irq_line(counted).startswith("interrupts: CPU 1 took 1,004 in the second of its worst wake-up (1 s; ")
     # no second counted at all (a run under a second): no line
     assert irq_line(RunResult(**{**run.__dict__, "series": {**series, "irqs": [[None] * 4] * 2}})) is None
-    assert irq_summary(None) is None
