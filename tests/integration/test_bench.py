@@ -365,3 +365,19 @@ def test_parse_threads():
     assert parse_threads(" 1 , all ,1") == [1, "all"]
     assert BenchSpec(threads=[1, "all"]).resolve_threads(1) == [1]
     assert BenchSpec(threads=[4, "all", 1]).resolve_threads(4) == [4, 1]
+
+
+def test_a_label_that_looks_like_markup_is_shown_as_written(tmp_path, capsys):
+    """`bench cpu` printed its label as rich markup: '[/x]' raised MarkupError after the run was stored,
+    '[bold]' made the rest bold.  Now `bench cpu` and `show` print it as given, and a label with a
+    control character is refused before anything runs."""
+    rd = ["--results-dir", str(tmp_path / "results")]
+    label = "[/x] [bold]rt"
+    assert main(["bench", "cpu", "--n", "6", "--repeat", "1", "--warmup", "0", "--stress-s", "0", "--label", label,
+                 *rd]) == 0
+    assert f"“{label}”" in capsys.readouterr().out
+    assert main(["show", "last", *rd]) == 0
+    assert f"“{label}”" in capsys.readouterr().out
+    assert main(["bench", "cpu", "--n", "6", "--label", "a\tb", *rd]) == 2
+    assert "control character" in capsys.readouterr().err
+    assert len(Store(tmp_path / "results").list()) == 1

@@ -20,8 +20,8 @@ from ..results.bench import bench_show_dict, summarize_bench
 from ..results.display import known
 from ..results.model import RunResult
 from ..results.store import Store
-from .common import HOST_OPTIONAL, RESULTS_DIR, SSH_CONFIG, LiveLine
-from .render import Col, cell, fitted, make_console
+from .common import HOST_OPTIONAL, RESULTS_DIR, SSH_CONFIG, LiveLine, check_label
+from .render import Col, cell, fitted, make_console, shown
 
 app = typer.Typer()  # this module's commands (cli/__init__.py's LazyGroup loads them)
 
@@ -74,7 +74,7 @@ def cpu(
         warmup=warmup,
         stress_s=stress_s,
         stress_optional=stress_optional,
-        label=label,
+        label=check_label(label) or None if label is not None else None,
         host=host,
     )
     spec.validate()  # before connecting: bad input leaves no trace anywhere
@@ -107,16 +107,18 @@ def cpu(
 
 
 def bench_header(r: RunResult) -> str:
+    """Rich markup; what came from a user, a board or a file (the label, host,
+    kernel, board model) is escaped here, for every caller."""
     b, s = r.bench or {}, r.system
     wall = f"{r.duration_s:.0f} s" if r.duration_s is not None else "?"
     return "\n".join(
         [
-            f"[bold]{r.run_id}[/bold]" + (f"  “{r.label}”" if r.label else ""),
-            # under 80 columns for any N, count and time, so that it never wraps
-            f"N-queens N={b.get('n', '?')} · {b.get('repeat', '?')} solves per thread count"
-            f" (+{b.get('warmup', 0)} warm-up) · {r.state} · {wall}",
-            f"{r.host} · kernel {s.get('kernel_release', '?')} · preemption {s.get('preempt_model', '?')}"
-            + (f" · {s['board_model']}" if s.get("board_model") else ""),
+            f"[bold]{shown(r.run_id)}[/bold]" + (f"  “{shown(r.label)}”" if r.label else ""),
+            # under 80 columns for the usual N, counts and times, so that it does not wrap
+            f"N-queens N={shown(b.get('n', '?'))} · {shown(b.get('repeat', '?'))} solves per thread count"
+            f" (+{shown(b.get('warmup', 0))} warm-up) · {r.state} · {wall}",
+            f"{shown(r.host)} · kernel {shown(s.get('kernel_release', '?'))} · preemption "
+            f"{shown(s.get('preempt_model', '?'))}" + (f" · {shown(s['board_model'])}" if s.get("board_model") else ""),
         ]
     )
 
@@ -126,7 +128,7 @@ def bench_header(r: RunResult) -> str:
 BENCH_COLS = [Col("threads", key=True, right=True), Col("solutions", drop=0, right=True),
               Col("median", key=True, right=True), Col("min", drop=2, right=True), Col("max", drop=3, right=True),
               Col("IQR", drop=1, right=True), Col("CPUs busy", drop=4, right=True),
-              Col("bogo ops/s", key=True, right=True)]
+              Col("bogo ops/s", drop=5, right=True)]   # dropped last; at once when stress-ng was not run
 
 
 def bench_table(r: RunResult, console: Console | None = None) -> Table:
@@ -149,11 +151,11 @@ def print_bench_result(r: RunResult, console: Console | None = None) -> None:
             if stress
             else "; stress-ng: not run"
         ),
-        style="dim",
+        style="dim", markup=False,
     )
     console.print(bench_table(r, console))
     for w in r.warnings:
-        console.print(f"[yellow]warning:[/yellow] {w}", highlight=False)
+        console.print(f"[yellow]warning:[/yellow] {shown(w)}", highlight=False)
 
 
 # A long label wraps (a run id, 23 columns, stays whole) so that the kernel,

@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 import typer
 from rich.table import Table
 
 from ..errors import UserError
-from ..results.model import RunResult
 from ..results.stats import show_dict
 from .common import RESULTS_DIR, RUN_HELP, check_label, settled_store
 from .render import Col, cell, clean, fitted, make_console, print_result, shown, us
@@ -82,7 +80,7 @@ def show(
         if as_json:
             print(json.dumps(bench_show_dict(result), indent=1))
         else:
-            print_bench_result(_displayable(result))
+            print_bench_result(result)
     elif as_json:
         print(json.dumps(show_dict(result), indent=1))
     else:
@@ -134,10 +132,3 @@ def delete_cmd(
     for r in results:
         store.remove(r.run_id)
     make_console().print(f"deleted {shown(names)}", highlight=False)
-
-
-def _displayable(r: RunResult) -> RunResult:
-    """A copy whose texts are safe inside rich markup (the bench display prints them so)."""
-    return replace(r, label=shown(r.label) if r.label else r.label, host=shown(r.host),
-                   warnings=[shown(w) for w in r.warnings],
-                   system={k: shown(v) if isinstance(v, str) else v for k, v in r.system.items()})
