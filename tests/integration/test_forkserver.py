@@ -200,29 +200,41 @@ def _sigint_state(pid: int) -> str | None:
     return "caught" if masks["SigCgt"] & bit else "ignored" if masks["SigIgn"] & bit else "default"
 
 
+# Holds the server in its imports (the first import of the fleet's driver) until the test's signal.
+HOLD = """
+import importlib.abc, os, sys, time
+class Hold(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name == "rtforge.fleet.drive":
+            open(os.environ["RTFORGE_TEST_HELD"], "w").close()
+            while True:
+                time.sleep(0.01)
+        return None
+sys.meta_path.insert(0, Hold())
+"""
+
+
 def test_ctrl_c_while_the_server_starts_ends_it_quietly_before_the_play(tmp_path):
     """rtforge fleet passes Ctrl-C to the play's session; during the server's first ~0.3 s (its imports)
     that ended it with a KeyboardInterrupt traceback in the record's ansible.stderr.  Now the
-    signal's default action ends it: killed by SIGINT, nothing on stderr, and no play started."""
+    signal's default action ends it: killed by SIGINT, nothing on stderr, and no play started.
+    The server is held in its imports by an import hook (sitecustomize), so the signal lands there."""
     import signal
 
-    started = tmp_path / "play-started"
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(HOLD)
+    held, started = tmp_path / "held", tmp_path / "play-started"
     play = [sys.executable, "-c", f"open({str(started)!r}, 'w').close(); import time; time.sleep(30)"]
+    env = {**os.environ, "PYTHONPATH": str(site), "RTFORGE_TEST_HELD": str(held)}
     server = subprocess.Popen(forkserver.serve_argv(str(tmp_path / "sock"), play), stdin=subprocess.DEVNULL,
-                              stderr=subprocess.PIPE, start_new_session=True)
+                              stderr=subprocess.PIPE, env=env, start_new_session=True)
     try:
-        deadline, seen = time.monotonic() + 10, []
-        # a new Python starts with SIGINT's default action (exec), then catches it (its KeyboardInterrupt
-        # handler); the default action again after that is the boot's: the server's imports run now
-        while time.monotonic() < deadline:
-            state = _sigint_state(server.pid)
-            if not seen or seen[-1] != state:
-                seen.append(state)
-            if state is None or (state == "default" and "caught" in seen):
-                break
-            time.sleep(0.002)
-        assert seen[-1] == "default" and "caught" in seen, \
-            f"SIGINT in the server's start went {seen}, never back to its default action"
+        deadline = time.monotonic() + 60
+        while not held.exists() and server.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert held.exists(), "the server never reached its imports"
+        assert _sigint_state(server.pid) == "default", "Ctrl-C in the server's imports would raise KeyboardInterrupt"
         os.killpg(server.pid, signal.SIGINT)
         assert server.wait(timeout=10) == -signal.SIGINT
         assert server.stderr.read() == b""

@@ -52,13 +52,18 @@ MAX_REQUEST = 1 << 20   # an environment and a command line
 # Ctrl-C before the play is started (the server's imports, ~0.3 s) ends the
 # server by the signal's default action: as a Ctrl-C should, and without the
 # KeyboardInterrupt traceback Python's own handler would leave in the record.
-BOOT = ("import signal; signal.signal(signal.SIGINT, signal.SIG_DFL); import runpy; "
-        "runpy.run_module('rtforge.cli.forkserver', run_name='__main__', alter_sys=True)")
+# (A SIGINT the server was started with ignored stays ignored, as before.)
+BOOT = ("import signal\n"
+        "if signal.getsignal(signal.SIGINT) is signal.default_int_handler:\n"
+        "    signal.signal(signal.SIGINT, signal.SIG_DFL)\n"
+        "import runpy\n"
+        "runpy.run_module('rtforge.cli.forkserver', run_name='__main__', alter_sys=True)\n")
 
 
 def serve_argv(sock: str, play: list[str]) -> list[str]:
-    """The play's command line, run under a server listening on sock (rtforge fleet's play wrapper)."""
-    return [sys.executable, "-c", BOOT, sock, "--", *play]
+    """The play's command line, run under a server listening on sock (rtforge fleet's play wrapper).
+    -P: no working folder on sys.path, as each forked rtforge works in its requester's folder."""
+    return [sys.executable, "-P", "-c", BOOT, sock, "--", *play]
 
 
 class Server:
