@@ -122,15 +122,17 @@ class CpuBusy:
     phase that waits from one that is short of CPU."""
 
     def __init__(self):
-        self.samples: list[tuple[float, int, int]] = []   # (time.time(), busy jiffies, all jiffies)
+        self.samples: list[tuple[float, int, int, int]] = []   # (time.time(), busy, stolen, all: jiffies)
         self._stop = threading.Event()
         self._t = threading.Thread(target=self._run, daemon=True)
 
     @staticmethod
-    def _read() -> tuple[int, int]:
-        f = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-        idle = f[3] + f[4]   # idle and iowait
-        return sum(f) - idle, sum(f)
+    def _read() -> tuple[int, int, int]:
+        # user nice system idle iowait irq softirq steal [guest guest_nice: already in user and nice]
+        user, nice, system, idle, iowait, irq, softirq, steal = (
+            int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9])
+        busy = user + nice + system + irq + softirq
+        return busy, steal, busy + idle + iowait + steal
 
     def _run(self) -> None:
         while True:
@@ -139,11 +141,13 @@ class CpuBusy:
                 self.samples.append((time.time(), *self._read()))
                 return
 
-    def busy(self, t0: float, t1: float) -> float:
-        """The share of all CPUs' time used between t0 and t1 (the nearest samples)."""
+    def busy(self, t0: float, t1: float, stolen: bool = False) -> float:
+        """The share of all CPUs' time used between t0 and t1 (the nearest
+        samples); stolen: the share the hypervisor gave to other guests."""
         a = min(self.samples, key=lambda s: abs(s[0] - t0))
         b = min(self.samples, key=lambda s: abs(s[0] - t1))
-        return (b[1] - a[1]) / (b[2] - a[2]) if b[2] > a[2] else float("nan")
+        k = 2 if stolen else 1
+        return (b[k] - a[k]) / (b[3] - a[3]) if b[3] > a[3] else float("nan")
 
     def __enter__(self):
         self._t.start()
@@ -324,7 +328,8 @@ def main() -> int:
               f"(goal <= 1.5x)")
         print(f"  the start, from the command's launch to the last board's first sample: one board {ss:.1f} s; "
               f"{args.boards} boards {fs.seconds:.1f} s in the median round, the CPUs {fs.busy:.0%} busy meanwhile "
-              f"(and {fs.load.busy(fs.last, fs.last + args.seconds):.0%} in the {args.seconds} s after it)")
+              f"on average ({fs.load.busy(fs.began, fs.last, stolen=True):.0%} stolen by the hypervisor; "
+              f"{fs.load.busy(fs.last, fs.last + args.seconds):.0%} busy in the {args.seconds} s after it)")
         print(f"  ssh's key exchange, the client's CPU per connection to pi-01: {kex_default[1]:.0f} ms "
               f"({kex_default[0]}{', as this bench ran' if not args.kex else ''}), {kex_classic[1]:.0f} ms "
               f"({kex_classic[0]}{', as this bench ran' if args.kex == 'curve25519-sha256' else ''}); "
