@@ -121,3 +121,12 @@ def test_bench_compare_keeps_the_names_and_the_kernel(benched):
     assert "stock 6.1" in text and os.uname().release in text
     table = " ".join(line.split("│")[0].strip() for line in text.splitlines() if "│" in line)
     assert "rt 6.12 with a label far longer than a column" in table   # wrapped, all of it there
+
+
+@pytest.mark.slow
+def test_runs_keeps_a_kernel_release_whole_beside_a_long_label(benched):
+    """A kernel release is an identifier: the long label wraps at its spaces, the release stays on one line."""
+    store, runs = benched
+    text = at_80(store, "runs")
+    assert os.uname().release in text, text
+    assert all(r.run_id in text for r in runs)

@@ -19,7 +19,7 @@ app = typer.Typer()  # this module's commands (cli/__init__.py's LazyGroup loads
 
 # The id is what the user types next, max the figure they came for: never cut.
 RUNS_COLS = [Col("run", key=True), Col("label", drop=7, wrap=True, min_width=12), Col("engine", drop=1),
-             Col("kernel", drop=4, wrap=True, min_width=10), Col("preempt", drop=2), Col("load", drop=0),
+             Col("kernel", drop=4, wrap=True, min_width=18), Col("preempt", drop=2), Col("load", drop=0),
              Col("duration", drop=3, right=True), Col("max µs", key=True, right=True),
              Col("p99 µs", drop=5, right=True), Col("state", drop=6)]
 
