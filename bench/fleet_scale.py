@@ -68,14 +68,44 @@ def children_cpu_s() -> float:
     return c.ru_utime + c.ru_stime
 
 
-class PeakRss:
+class Sampler:
+    """A thread that samples every `every` seconds while its with-block runs (and once more at its end)."""
+
+    every = 1.0
+
+    def __init__(self):
+        self._stop = threading.Event()
+        self._t = threading.Thread(target=self._loop, daemon=True)
+
+    def sample(self) -> None:
+        raise NotImplementedError
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.every):
+            self.sample()
+        self.sample()
+
+    def __enter__(self):
+        self.sample()
+        self._t.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._t.join()
+
+
+class PeakRss(Sampler):
     """The summed resident set of the process tree under root (sampled): the controller's footprint."""
 
+    # once a second: reading every process's smaps_rollup walks its page tables, and this sampler
+    # shares the CPUs with what it measures (at 5 Hz it took ~4 s of CPU during a 32-board run)
+    every = SAMPLE_S
+
     def __init__(self, root: int, rack: Rack):
+        super().__init__()
         self.root, self.peak, self.count_peak, self.cpu_s = root, 0, 0, 0.0
         self.exclude = {b.holder.pid for b in rack.boards.values()}
-        self._stop = threading.Event()
-        self._t = threading.Thread(target=self._run, daemon=True)
 
     def _tree(self) -> list[int]:
         kids: dict[int, list[int]] = {}
@@ -90,41 +120,31 @@ class PeakRss:
             todo += kids.get(p, [])
         return out
 
-    def _run(self) -> None:
-        # once a second: reading every process's smaps_rollup walks its page tables, and this sampler
-        # shares the CPUs with what it measures (at 5 Hz it took ~4 s of CPU during a 32-board run)
-        while not self._stop.wait(SAMPLE_S):
-            t0 = time.thread_time()
-            total = 0
-            tree = self._tree()
-            for pid in tree:
-                try:   # PSS: each shared page (a forked worker's, a library's) counted once over the sharers
-                    rollup = Path(f"/proc/{pid}/smaps_rollup").read_text()
-                    total += int(rollup.split("Pss:", 1)[1].split()[0]) * 1024
-                except (OSError, IndexError, ValueError):
-                    continue
-            self.peak = max(self.peak, total)
-            self.count_peak = max(self.count_peak, len(tree))
-            self.cpu_s += time.thread_time() - t0
-
-    def __enter__(self):
-        self._t.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._t.join()
+    def sample(self) -> None:
+        t0 = time.thread_time()
+        total = 0
+        tree = self._tree()
+        for pid in tree:
+            try:   # PSS: each shared page (a forked worker's, a library's) counted once over the sharers
+                rollup = Path(f"/proc/{pid}/smaps_rollup").read_text()
+                total += int(rollup.split("Pss:", 1)[1].split()[0]) * 1024
+            except (OSError, IndexError, ValueError):
+                continue
+        self.peak = max(self.peak, total)
+        self.count_peak = max(self.count_peak, len(tree))
+        self.cpu_s += time.thread_time() - t0
 
 
-class CpuBusy:
+class CpuBusy(Sampler):
     """How busy the machine's CPUs were, from /proc/stat read ten times a
     second (a read is ~0.1 ms: nothing next to what it measures): to tell a
     phase that waits from one that is short of CPU."""
 
+    every = 0.1
+
     def __init__(self):
+        super().__init__()
         self.samples: list[tuple[float, int, int, int]] = []   # (time.time(), busy, stolen, all: jiffies)
-        self._stop = threading.Event()
-        self._t = threading.Thread(target=self._run, daemon=True)
 
     @staticmethod
     def _read() -> tuple[int, int, int]:
@@ -134,12 +154,8 @@ class CpuBusy:
         busy = user + nice + system + irq + softirq
         return busy, steal, busy + idle + iowait + steal
 
-    def _run(self) -> None:
-        while True:
-            self.samples.append((time.time(), *self._read()))
-            if self._stop.wait(0.1):
-                self.samples.append((time.time(), *self._read()))
-                return
+    def sample(self) -> None:
+        self.samples.append((time.time(), *self._read()))
 
     def busy(self, t0: float, t1: float, stolen: bool = False) -> float:
         """The share of all CPUs' time used between t0 and t1 (the nearest
@@ -148,14 +164,6 @@ class CpuBusy:
         b = min(self.samples, key=lambda s: abs(s[0] - t1))
         k = 2 if stolen else 1
         return (b[k] - a[k]) / (b[3] - a[3]) if b[3] > a[3] else float("nan")
-
-    def __enter__(self):
-        self._t.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._t.join()
 
 
 def first_samples(results: Path, stdout: str) -> list[float]:
