@@ -72,8 +72,13 @@ test: setup lint
 # The fast loop: linters and the tests that neither build a kernel nor boot a
 # guest, nor take many seconds (`slow`: end-to-end deploys, reboots and
 # reconnections over SSH; `make test` runs them).
+# It runs on every core (pytest-xdist), then the `machine` tests alone: they
+# change this machine's tuning or compare with it, so nothing runs beside them.
+# `make test` stays serial: CI's figures are not shared with another test's load.
+FAST := not kernel and not guest and not slow
 check: setup lint
-	$(BIN)/pytest --durations=15 -m "not kernel and not guest and not slow" tests/unit tests/integration
+	$(BIN)/pytest -n auto --durations=15 -m "$(FAST) and not machine" tests/unit tests/integration
+	$(BIN)/pytest --durations=5 -m "$(FAST) and machine" tests/unit tests/integration
 
 unit: setup
 	$(BIN)/pytest tests/unit
