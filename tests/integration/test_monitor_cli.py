@@ -94,6 +94,10 @@ def test_one_monitor_per_folder_and_no_service_without_systemd(probe, tmp_path, 
         err = capsys.readouterr().err
         assert err.strip() == (f"rtforge: error: another monitor (pid {other.pid}) is writing {state}: "
                                "one monitor per folder; `rtforge monitor status` shows it")
+        # and status shows it: the probe runs as rtforge built it (rtprobe-<machine>), not as the service's rtprobe
+        assert main(["monitor", "status", "--state-dir", str(state), "--json"]) == 0
+        doc = json.loads(capsys.readouterr().out)
+        assert doc["running"] is True and doc["pid"] == other.pid
     finally:
         other.wait(30)
     if Path("/run/systemd/system").exists():

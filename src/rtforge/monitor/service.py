@@ -131,6 +131,13 @@ def _wait_started(transport: Transport, spec: MonitorSpec) -> None:
         time.sleep(0.5)
 
 
+def is_probe(comm: str) -> bool:
+    """A process name (/proc/PID/comm, cut at 15 characters) of the probe:
+    `rtprobe` as the service installs it, `rtprobe-<machine>[-static]` as
+    rtforge builds it and `monitor run` starts it."""
+    return comm == "rtprobe" or comm.startswith("rtprobe-")
+
+
 def _foreground(transport: Transport, state_dir: str) -> str | None:
     """The pid of a probe writing the folder outside the service, if one runs."""
     state = _state(transport, state_dir)
@@ -139,7 +146,7 @@ def _foreground(transport: Transport, state_dir: str) -> str | None:
         return None
     comm = transport.run(["cat", f"/proc/{pid}/comm"]).stdout.strip()
     main_pid = _show(transport).get("MainPID") if transport.which("systemctl") else None
-    return pid if comm == "rtprobe" and pid != main_pid else None
+    return pid if is_probe(comm) and pid != main_pid else None
 
 
 def _state(transport: Transport, state_dir: str) -> dict[str, str]:
@@ -205,7 +212,7 @@ def status(transport: Transport, state_dir: str) -> Status:
             k, _, v = rest.partition(" ")
             st.state[k] = v
         elif key == "alive":
-            st.alive = rest.strip() == "rtprobe"
+            st.alive = is_probe(rest.strip())
         elif key == "windows" and rest.strip().isdigit():
             st.windows = int(rest)
         elif key == "gap":
