@@ -164,8 +164,11 @@ def test_exceedance_matches_numpy_on_raw_samples(probe_run, samples):
     fig = plots.exceedance([probe_run])
     for line, (_cpu, raw) in zip(fig.axes[0].get_lines(), samples.items()):
         x, y = line.get_xdata(), line.get_ydata()
-        for xi, yi in zip(x[1::97], y[1::97]):  # x: bucket upper bounds (exclusive) in µs
+        for xi, yi in zip(x[1:-1:97], y[1:-1:97]):  # x: bucket upper bounds (exclusive) in µs
             assert yi == pytest.approx(np.mean(raw >= round(xi * 1000)), abs=1e-12)
+        # from the fastest wake-up (not from an empty 0 µs), out to the worst one at its level
+        assert x[0] <= raw.min() / 1000 < x[1]
+        assert x[-1] == pytest.approx(raw.max() / 1000) and y[-1] == y[-2] >= 1 / len(raw)
 
 
 def test_compare_overlay_and_svg_png(probe_run):

@@ -195,14 +195,26 @@ def cpu_name(run: RunResult, cpu: int) -> str:
     return f"thread {cpu}" if run.config.get("cpu_is_thread") else f"CPU {cpu}"
 
 
-def _exceedance(hist: Histogram) -> tuple[np.ndarray, np.ndarray]:
-    """x (µs), fraction of all samples above x; ends where the histogram does."""
+def _exceedance(hist: Histogram, max_ns: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """x (µs), fraction of all samples above x, for a step plot (each level
+    held to the next x): from the fastest wake-up to the worst one."""
     n = hist.total
-    if not hist.in_range or not n:
+    filled = np.flatnonzero(hist.count) if hist.in_range and n else np.zeros(0, dtype=int)
+    if not filled.size:
         return np.zeros(0), np.zeros(0)
-    x = (hist.hi_ns + 1) / 1000.0
+    # from the first bucket that holds a sample: below it the curve is 1, and
+    # empty buckets from 0 would stretch a log axis over decades of nothing
+    f = filled[0]
     above = (n - np.cumsum(hist.count)) / n
-    return np.concatenate([[hist.lo_ns[0] / 1000.0], x]), np.concatenate([[1.0], above])
+    x = np.concatenate([[hist.lo_ns[f] / 1000.0], (hist.hi_ns[f:] + 1) / 1000.0])
+    y = np.concatenate([[1.0], above[f:]])
+    last = int(np.flatnonzero(y > 0)[-1])
+    if last + 1 < len(y):
+        # the last level (the worst wake-ups' share) is drawn out to the worst
+        # wake-up: a step ends at its next point, and a level of 0 has none on a log axis
+        end = x[last + 1] if max_ns is None else max(max_ns / 1000.0, x[last])
+        return np.append(x[: last + 1], end), np.append(y[: last + 1], y[last])
+    return x, y
 
 
 def exceedance(runs: list[RunResult], cycle_ns: int | None = None) -> Figure:
@@ -217,7 +229,7 @@ def exceedance(runs: list[RunResult], cycle_ns: int | None = None) -> Figure:
     fig = Figure(figsize=(10, 5.6), layout="constrained")
     ax = fig.add_subplot()
     for name, hist, max_ns in curves:
-        x, y = _exceedance(hist)
+        x, y = _exceedance(hist, max_ns)
         keep = (y > 0) & (x > 0)
         (line,) = ax.step(x[keep], y[keep], where="post", label=f"{name}: max {fmt_us(max_ns)} µs")
         if hist.overflow and hist.range_max_ns is not None and hist.range_max_ns >= 0:
