@@ -21,12 +21,13 @@ can and cannot promise.
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..results.model import RunResult
 from ..results.stats import merged_histogram, summarize_all
-from ..units import format_ns, parse_duration_ns
+from ..units import format_ns, format_span, parse_duration_ns
 
 LONG_ENOUGH_S = 3600
 TIGHT_MARGIN = 2.0   # more than half of each cycle lost to wake-up latency
@@ -45,7 +46,7 @@ def report_warnings(run: RunResult) -> list[str]:
                     "measure on the board with `rtforge latency HOST`")
     if run.duration_s is not None and run.duration_s < LONG_ENOUGH_S:
         warn.append(
-            f"the run lasted {run.duration_s / 60:.1f} min: too short to meet the rare events that set the worst "
+            f"the run lasted {_lasted(run.duration_s)}: too short to meet the rare events that set the worst "
             "case; measure for hours (OSADL runs 100 million cycles, 5.5 h at 200 µs), e.g. --duration 6h"
         )
     priority, policy = run.config.get("priority"), run.config.get("policy")
@@ -119,11 +120,16 @@ def verdict(run: RunResult, cycle_ns: int) -> Verdict:
     status = "tight" if margin < TIGHT_MARGIN else "pass"
     head = "passes, but tightly," if status == "tight" else "passes"
     sentence = (f"{head} for a {cyc} cycle{note}: the worst of {n:,} wake-ups was {_us(worst)} late, "
-                f"a margin of {_margin(margin)}; at 95 % confidence fewer than 1 in {1 / bound:,.0f} wake-ups "
-                f"would be later than {cyc}")
+                f"a margin of {_margin(margin)}; at 95 % confidence fewer than 1 in {math.floor(1 / bound):,} wake-ups "
+                f"would be later than {cyc}")  # rounded down: 1 in 13.9 is not fewer than 1 in 14
     if status == "tight":
         sentence += " (more than half of each cycle can be lost to wake-up latency)"
     return make(status, sentence, margin=margin, bound=bound)
+
+
+def _lasted(seconds: float) -> str:
+    """A run's length as --duration takes it (2s, 45m30s), tenths under a second."""
+    return f"{seconds:.1f}s" if seconds < 1 else format_span(seconds)
 
 
 def _us(ns: int) -> str:

@@ -97,6 +97,15 @@ def test_short_and_non_rt_runs_warn_without_changing_the_status():
     v = verdict(r, 1 * MS)
     assert v.status == "pass"
     assert any("too short" in w for w in v.warnings) and any("real-time priority" in w for w in v.warnings)
+    assert any(w.startswith("the run lasted 1m: too short") for w in v.warnings)
+    short = verdict(run([us_cpu(0, {**BODY, 300: 1})], duration_s=2.4), 1 * MS)
+    assert any(w.startswith("the run lasted 2s: too short") for w in short.warnings)   # not "0.0 min"
+
+
+def test_the_confidence_bound_is_rounded_towards_the_weaker_claim():
+    v = verdict(run([us_cpu(0, {20: 40})]), 1 * MS)    # 40 wake-ups: 1 / (1 - 0.05^(1/40)) = 13.86
+    assert 1 / v.p95_bound == pytest.approx(13.86, abs=0.01)
+    assert "fewer than 1 in 13 wake-ups" in v.sentence           # not 14: a stronger promise than the data makes
 
 
 @pytest.mark.parametrize("text, ns", [("1ms", MS), ("500us", 500_000), ("250µs", 250_000), ("0.5ms", 500_000),
