@@ -78,6 +78,19 @@ def test_compare_keeps_names_maxima_and_ratios(imported):
     assert re.search(rf"max\s+{ratio:.1f}×\s+higher", text.replace("\n", " ").replace("│", " "))
 
 
+def test_compare_of_long_names_keeps_every_maximum(tmp_path):
+    """Import ids of over 40 characters and a label of 100: the run column
+    wraps, the maxima beside it are never squeezed out."""
+    store = Store(tmp_path / "results")
+    label = ("a label of a hundred characters, " * 4)[:100]
+    ids = [import_file(CORPUS / "koen-h400-4t-100M-nort.txt", store).run_id,
+           import_file(CORPUS / "amro-h10000-3t.txt", store, label=label).run_id]
+    assert len(ids[0]) > 40
+    text = at_80(store, "compare", *ids)
+    for name in ("koen-h400-4t-100M-nort.txt", "amro-h10000-3t.txt"):
+        assert f"{stated_max_us(name):.1f}" in text, text
+
+
 def test_kernel_boards_rows_stay_short(imported):
     store, _ = imported
     text = at_80(store, "kernel", "boards")

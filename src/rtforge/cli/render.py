@@ -59,16 +59,22 @@ class Col:
     min_width: int = 12
 
 
-def fitted(console: Console, cols: list[Col], rows: list[list[object]], *, style=None, **table) -> Table:
+def fitted(console: Console, cols: list[Col], rows: list[list[object]], *, style=None, alike_first: bool = False,
+           **table) -> Table:
     """A rich Table of rows (Text or str cells) that fits console.width:
     columns dropped as Col says, then the room left shared among the columns
-    that may wrap; every width is set here, so rich never cuts a cell."""
+    that may wrap; every width is set here, so rich never cuts a cell.
+    alike_first: a column that is the same in every row goes before the
+    others (a comparison is about what differs)."""
     texts = [[c if isinstance(c, Text) else Text(str(c)) for c in row] for row in rows]
     natural = [max([cell_len(c.name)] + [max(cell_len(line) for line in r[i].plain.split("\n")) for r in texts])
                for i, c in enumerate(cols)]
     least = [min(natural[i], c.min_width) if c.wrap else natural[i] for i, c in enumerate(cols)]
     keep = list(range(len(cols)))
     empty = [i for i in keep if not cols[i].key and rows and all(r[i].plain in ("–", "?", "") for r in texts)]
+    if alike_first and len(texts) > 1:
+        empty += sorted((i for i in keep if not cols[i].key and i not in empty
+                         and len({r[i].plain for r in texts}) == 1), key=lambda i: cols[i].drop)
 
     def total(idx: list[int], widths: list[int]) -> int:
         return sum(widths[i] + 2 for i in idx) + max(len(idx) - 1, 0)  # padding 1+1, a rule between columns

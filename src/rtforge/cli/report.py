@@ -38,8 +38,11 @@ def _latency_only(loaded, command: str) -> None:
             )
 
 
-# What differs between the runs, and by how much: the name, the tail and the ratios stay.
-COMPARE_COLS = [Col("run", key=True), Col("kernel", drop=3, wrap=True, min_width=10), Col("preempt", drop=4),
+# What differs between the runs, and by how much: the name, the tail and the ratios stay
+# (a long label or an import's id wraps, a measured run's id of 23 stays whole: the max beside
+# it must never be squeezed out).
+COMPARE_COLS = [Col("run", key=True, wrap=True, min_width=23), Col("kernel", drop=3, wrap=True, min_width=10),
+                Col("preempt", drop=4),
                 Col("load", drop=2), Col("wake-ups", drop=1, right=True), Col("min", drop=0, right=True),
                 Col("avg", drop=0, right=True), Col("p99", drop=6, right=True), Col("p99.99", drop=5, right=True),
                 Col("max", key=True, right=True), Col("versus first", key=True, wrap=True, min_width=16)]
@@ -70,7 +73,7 @@ def compare(
                                 r["p9999_text"], us(r["max_ns"]), r["versus_first"])] for r in rows]
     console = make_console()
     console.print("latency in µs", style="dim")
-    console.print(fitted(console, COMPARE_COLS, cells))
+    console.print(fitted(console, COMPARE_COLS, cells, alike_first=True))
 
 
 PLOT_FORMATS = {".svg": "svg", ".png": "png"}
