@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 import typer
+from rich.cells import cell_len
 from rich.live import Live as RichLive
 from rich.table import Table
 
@@ -286,9 +287,13 @@ class _View:
 
     def _table(self) -> Table:
         t = Table(show_edge=False, box=None, header_style="bold")
-        t.add_column("board", no_wrap=True, max_width=20)
-        t.add_column("time", justify="right", no_wrap=True)
-        t.add_column("state", overflow="ellipsis", no_wrap=True)
+        # the board and its time keep their width: a long message is what gets cut ("…"), never the name
+        name = min(max([len("board")] + [cell_len(h) for h in self.plan.todo]), 20)
+        t.add_column("board", no_wrap=True, min_width=name, max_width=20)
+        t.add_column("time", justify="right", no_wrap=True, min_width=6)
+        # rich squeezes every column of a table too wide, so the state's width is set: what the others leave
+        t.add_column("state", overflow="ellipsis", no_wrap=True,
+                     max_width=max(self.console.width - name - 6 - 3 * 2, 10))  # a cell's padding: 1 + 1
         for h in self.plan.todo:
             b = self.live[h]
             secs = f"{time.monotonic() - b.since:.0f} s" if b.since and b.state != "done" else ""
