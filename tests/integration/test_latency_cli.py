@@ -293,6 +293,19 @@ def test_bad_input_is_one_sentence_exit_2_and_stores_nothing(tmp_path, capsys, a
     assert not (rd / "runs").exists() or not any((rd / "runs").iterdir())
 
 
+def test_a_store_that_cannot_be_a_folder_is_said_before_the_run(tmp_path, capsys):
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    for rd, says in ((afile, f"the run store {afile} is not a folder"),
+                     (afile / "results", f"the run store {afile / 'results'} cannot be a folder ({afile} is a file)")):
+        t0 = time.monotonic()
+        assert main(["latency", "--duration", "3s", "--results-dir", str(rd)]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"rtforge: error: {says}") and len(err.strip().splitlines()) == 1, err
+        assert time.monotonic() - t0 < 2.5                       # said before a 3 s run, not after it
+    assert afile.read_text() == ""
+
+
 def test_missing_cyclictest_and_stress_ng_name_their_packages(tmp_path, capsys, monkeypatch, probe):
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
     for argv, package in (

@@ -136,6 +136,7 @@ def latency(
     poll = parse_poll(poll_s)
     transport = open_transport(host, ssh_config)
     store = Store(results_dir)
+    store.check_writable()  # before the run: a store that cannot be written is said as such, in one sentence
     try:
         if stop is not None:  # a deliberate end: success, though the run is partial
             given = [name for name, value in (("--duration", duration), ("--loops", loops), ("--cpus", cpus),
@@ -200,6 +201,7 @@ def attach(
     poll = parse_poll(poll_s)
     transport = open_transport(host, ssh_config)
     store = Store(results_dir)
+    store.check_writable()
     live = LiveLine(make_console(), label="measuring") if sys.stdout.isatty() and not as_json else None
     try:
         with live or nullcontext():

@@ -167,6 +167,22 @@ class Store:
                             "`rtforge runs` lists the stored runs")
         return self.runs_dir / run_id
 
+    def check_writable(self) -> None:
+        """UserError now when the store could not be written, made nothing: a
+        command that will store a run asks before it starts the run."""
+        for d in (self.runs_dir, self.root):
+            if os.path.lexists(d) and not d.is_dir():
+                raise UserError(f"the run store {d} is not a folder: give --results-dir a folder")
+        there = self.root
+        while not os.path.lexists(there) and there != there.parent:
+            there = there.parent
+        if not there.is_dir():
+            raise UserError(f"the run store {self.root} cannot be a folder ({there} is a file): give --results-dir "
+                            "a folder")
+        if not os.access(there, os.W_OK | os.X_OK):
+            raise UserError(f"the run store {self.root} cannot be written ({there} is not writable here): give "
+                            "--results-dir a folder you may write")
+
     def _writable_root(self) -> None:
         """The store's folders, made if needed; UserError when they cannot be."""
         for d in (self.root, self.runs_dir):
