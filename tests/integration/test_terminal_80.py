@@ -143,3 +143,19 @@ def test_runs_keeps_a_kernel_release_whole_beside_a_long_label(benched):
     text = at_80(store, "runs")
     assert os.uname().release in text, text
     assert all(r.run_id in text for r in runs)
+
+
+@pytest.mark.root
+def test_a_runs_progress_line_leaves_nothing_glued_or_past_its_end(tmp_path):
+    """The steps before the measuring were printed beside the live line (another
+    console), glued onto its frame: '0:00:00checking this machine'; and the
+    last frame said '3/2 s'."""
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    env.update(TERM="xterm-256color", RTFORGE_RESULTS_DIR=str(tmp_path / "results"))
+    code, out = run_on_pty([sys.executable, "-m", "rtforge", "latency", "--duration", "2s"], env, columns=80)
+    assert code == 0, out
+    text = ANSI.sub("", out)
+    assert not re.search(r"\d:\d\d:\d\d[^\s…]", text), text        # the elapsed clock, then something glued to it
+    frames = [(int(a), int(b)) for a, b in re.findall(r"measuring (\d+)/(\d+) s", text)]
+    assert frames and all(a <= b for a, b in frames), frames
+

@@ -106,7 +106,8 @@ class LiveLine:
             return
         total = f"/{p.total_s:.0f} s" if p.total_s else " s"
         maxes = "  ".join(f"CPU{cpu} max {us(v)} µs" for cpu, v in sorted(p.max_ns.items()))
-        self.update(f"{p.elapsed_s:.0f}{total}  {maxes}", min(p.elapsed_s, p.total_s or p.elapsed_s), p.total_s)
+        done = min(p.elapsed_s, p.total_s or p.elapsed_s)   # the last poll comes after the end: never "6/5 s"
+        self.update(f"{done:.0f}{total}  {maxes}", done, p.total_s)
 
     def bench(self, p) -> None:
         """measure.bench.BenchProgress: the step running, of how many."""

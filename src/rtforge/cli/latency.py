@@ -164,8 +164,10 @@ def latency(
         launched: list[str] = []
         try:
             with live or nullcontext():
+                # the steps before the measuring are the live line's too: printed beside it (another
+                # console) they were glued onto its last frame ("0:00:00checking this machine")
                 result = session.run_latency(
-                    spec, store, transport, install=install, poll_s=poll, on_step=steps,
+                    spec, store, transport, install=install, poll_s=poll, on_step=live.update if live else steps,
                     on_progress=live.latency if live else None,
                     on_connection=_notice(live, host) if live and host else _plain_notice(host),
                     on_launch=lambda run: launched.append(run.run_id))
