@@ -159,8 +159,8 @@ def test_dry_run_prints_the_words_and_changes_nothing(pi3, capsys):
     assert main(["tune", "--sysroot", str(pi3), "--isolate", "2-3", "--dry-run"]) == 0
     out = capsys.readouterr().out
     assert "boot-cmdline (isolation on the kernel command line (tried once at a reboot)): would change 4" in out
-    for line in ("isolcpus: isolcpus=3 -> isolcpus=managed_irq,domain,2-3", "nohz_full: None -> nohz_full=2-3",
-                 "rcu_nocbs: None -> rcu_nocbs=2-3", "irqaffinity: None -> irqaffinity=0-1"):
+    for line in ("isolcpus: isolcpus=3 -> isolcpus=managed_irq,domain,2-3", "nohz_full: (not set) -> nohz_full=2-3",
+                 "rcu_nocbs: (not set) -> rcu_nocbs=2-3", "irqaffinity: (not set) -> irqaffinity=0-1"):
         assert f"{line}   (kernel command line)" in out
     assert tree_digest(pi3) == before
 

@@ -94,8 +94,9 @@ def _print_plan(c, plan: tuning.Plan, dry_run: bool) -> None:
                                                               "nothing to do"), highlight=False)
         for ch in changes:
             where = "kernel command line" if ch.kind == "cmdline" else ch.target
-            c.print(f"    {escape(ch.label or ch.target)}: {escape(str(ch.before))} -> {escape(ch.wanted)}"
-                    f"   ({escape(where)})", highlight=False)
+            before = "(not set)" if ch.before is None else escape(str(ch.before))
+            c.print(f"    {escape(ch.label or ch.target)}: {before} -> {escape(ch.wanted)}   ({escape(where)})",
+                    highlight=False)
         for n in notes:
             c.print(f"    [dim]{escape(n)}[/dim]", highlight=False)
 
