@@ -293,6 +293,9 @@ def test_cli_text_and_json(trees, capsys):
     "argv, message",
     [
         (["doctor", "--sysroot", "/nonexistent-rtforge"], "is not a directory"),
+        # a folder, but no tree: every reading would be "(not there)" and doctor judged nothing
+        (["doctor", "--sysroot", str(Path(__file__).parent), "--window-s", "0"], "holds neither proc/ nor sys/"),
+        (["tune", "--sysroot", str(Path(__file__).parent), "--dry-run"], "holds neither proc/ nor sys/"),
         (["doctor", "--window-s", "100"], "--window-s 100 is out of range"),
         (["doctor", "--isolate", "99", "--window-s", "0"], "which this target does not have"),
         (["doctor", "--isolate", "x", "--window-s", "0"], "--isolate x"),

@@ -40,6 +40,11 @@ def board_for(host: str | None, ssh_config: Path | None, sysroot: Path | None) -
             board.t.close()
             raise UserError(f"--sysroot {sysroot} is not a directory on {board.name}: give the folder that holds "
                             "proc/ and sys/")
+        # without either, every reading would be "(not there)" and the findings claims about nothing
+        if board.t.run(["sh", "-c", 'test -d "$1/proc" || test -d "$1/sys"', "sh", root]).returncode != 0:
+            board.t.close()
+            raise UserError(f"--sysroot {sysroot} holds neither proc/ nor sys/ on {board.name}: give the folder "
+                            "that holds them (a fixture tree, a mounted image's root)")
         board = Device(board.t, root=root)
     return board
 
