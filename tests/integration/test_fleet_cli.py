@@ -45,6 +45,8 @@ def test_an_inventory_ansible_cannot_read_is_refused(tmp_path, capsys):
     inv.write_text("all:\n  hosts: [not, a, mapping\n")
     code, _, err = cli(capsys, "fleet", "doctor", str(inv), "--results-dir", str(tmp_path / "r"))
     assert code == 2 and err.startswith("rtforge: error: reading the inventory") and len(err.splitlines()) == 1
+    # Ansible's reason, which it wraps onto the lines after its [WARNING], is kept: where the mistake is
+    assert f"appears to be in '{inv}': line 3, column 1" in err, err
 
 
 def test_a_users_ansible_verbosity_does_not_break_reading_the_inventory(tmp_path, capsys, monkeypatch):

@@ -59,7 +59,9 @@ def _ansible(argv: list[str], what: str) -> str:
     try:
         # verbosity (a user's ANSIBLE_VERBOSITY or ansible.cfg) prints lines of its own on the standard output
         # these commands answer on: what they answer must be alone there
-        p = subprocess.run(argv, capture_output=True, text=True, env=ansible_env({"ANSIBLE_VERBOSITY": "0"}),
+        # COLUMNS: Ansible wraps its messages at the terminal's width, a path's hyphen among the breaks
+        p = subprocess.run(argv, capture_output=True, text=True,
+                           env=ansible_env({"ANSIBLE_VERBOSITY": "0", "COLUMNS": "4000"}),
                            timeout=TIMEOUT_S, stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired:
         raise UserError(f"{what} took more than {TIMEOUT_S} s: is an inventory plugin waiting on a network?") from None
@@ -69,10 +71,18 @@ def _ansible(argv: list[str], what: str) -> str:
 
 
 def _first_error(text: str) -> str:
-    """Ansible's own complaint, on one line."""
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    picked = [ln for ln in lines if ln.startswith(("ERROR!", "[WARNING]"))] or lines or ["no message"]
-    return re.sub(r"^(ERROR!|\[WARNING\]:)\s*", "", picked[0]).rstrip(".")
+    """Ansible's own complaint, on one line.  Ansible wraps a message at the
+    terminal's width: its lines up to the next ERROR!/[WARNING] are one
+    message (the reason -- 'line 4, column 5' -- is on the later ones)."""
+    messages: list[str] = []
+    for ln in (ln.strip() for ln in text.splitlines()):
+        if ln and (ln.startswith(("ERROR!", "[WARNING]")) or not messages):
+            messages.append(ln)
+        elif ln:
+            messages[-1] += " " + ln
+    picked = [m for m in messages if m.startswith(("ERROR!", "[WARNING]"))] or messages or ["no message"]
+    one = re.sub(r"\s+", " ", re.sub(r"^(ERROR!|\[WARNING\]:)\s*(\*\s*)?", "", picked[0])).rstrip(".")
+    return one if len(one) <= 600 else one[:599] + "…"
 
 
 def check_source(source: str) -> str:
