@@ -59,9 +59,7 @@ def _ansible(argv: list[str], what: str) -> str:
     try:
         # verbosity (a user's ANSIBLE_VERBOSITY or ansible.cfg) prints lines of its own on the standard output
         # these commands answer on: what they answer must be alone there
-        # COLUMNS: Ansible wraps its messages at the terminal's width, a path's hyphen among the breaks
-        p = subprocess.run(argv, capture_output=True, text=True,
-                           env=ansible_env({"ANSIBLE_VERBOSITY": "0", "COLUMNS": "4000"}),
+        p = subprocess.run(argv, capture_output=True, text=True, env=ansible_env({"ANSIBLE_VERBOSITY": "0"}),
                            timeout=TIMEOUT_S, stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired:
         raise UserError(f"{what} took more than {TIMEOUT_S} s: is an inventory plugin waiting on a network?") from None
@@ -71,15 +69,16 @@ def _ansible(argv: list[str], what: str) -> str:
 
 
 def _first_error(text: str) -> str:
-    """Ansible's own complaint, on one line.  Ansible wraps a message at the
-    terminal's width: its lines up to the next ERROR!/[WARNING] are one
-    message (the reason -- 'line 4, column 5' -- is on the later ones)."""
+    """Ansible's own complaint, on one line.  Ansible wraps a message at 79
+    columns when its output is not a terminal (textwrap: at a space, which
+    it drops, or after a hyphen): its lines up to the next ERROR!/[WARNING]
+    are one message, and the reason ('line 4, column 5') is on the later ones."""
     messages: list[str] = []
     for ln in (ln.strip() for ln in text.splitlines()):
         if ln and (ln.startswith(("ERROR!", "[WARNING]")) or not messages):
             messages.append(ln)
         elif ln:
-            messages[-1] += " " + ln
+            messages[-1] += ("" if messages[-1].endswith("-") else " ") + ln
     picked = [m for m in messages if m.startswith(("ERROR!", "[WARNING]"))] or messages or ["no message"]
     one = re.sub(r"\s+", " ", re.sub(r"^(ERROR!|\[WARNING\]:)\s*(\*\s*)?", "", picked[0])).rstrip(".")
     return one if len(one) <= 600 else one[:599] + "…"
