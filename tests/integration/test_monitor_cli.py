@@ -34,7 +34,7 @@ def test_run_fetch_status_and_trend_here(tmp_path, capsys):
     windows = read_windows(state)
     assert len(lines) == len(windows) >= 3 and all(LINE.match(x) and len(x) <= 80 for x in lines), out
     assert "partial" in lines[0] and "partial" in lines[-1]
-    assert f"{len(windows)} windows kept in {state}" in err
+    assert f"{len(windows)} windows kept in {state}: `rtforge monitor fetch --state-dir {state}` brings" in err
 
     assert main(["monitor", "fetch", "--state-dir", str(state), *rd]) == 0
     host = os.uname().nodename

@@ -6,6 +6,7 @@ promotion rule (docs/monitoring.md)."""
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
@@ -146,9 +147,11 @@ def run_cmd(
     finally:
         transport.close()
     where = "" if isinstance(transport, LocalTransport) else f" {host}"
+    # the command as it works: a folder of one's own is named in it, else fetch reads the default one
+    folder = f" --state-dir {shlex.quote(spec.state_dir)}" if state_dir else ""
     err.print(f"{len(result.windows)} windows kept in {shown(spec.state_dir, 200)}"
-              f"{'' if not where else ' on' + where}: `rtforge monitor fetch{where}` brings them into the store",
-              highlight=False)
+              f"{'' if not where else ' on' + where}: `rtforge monitor fetch{where}{shown(folder, 200)}` brings "
+              "them into the store", highlight=False)
     return 130 if result.interrupted else 0
 
 
