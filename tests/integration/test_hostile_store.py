@@ -206,7 +206,7 @@ def test_a_store_path_that_cannot_be_a_folder_is_an_error(tmp_path, capsys):
     (tmp_path / "a").symlink_to(tmp_path / "b")
     (tmp_path / "b").symlink_to(tmp_path / "a")
     assert main(["runs", "--results-dir", str(tmp_path / "a")]) == 2
-    assert "symbolic link loop" in capsys.readouterr().err
+    assert "loop of symbolic links" in capsys.readouterr().err
     (tmp_path / "file").write_text("x")
     assert main(["runs", "--results-dir", str(tmp_path / "file" / "rtforge")]) == 2
     assert "below a file" in capsys.readouterr().err

@@ -297,7 +297,7 @@ def test_a_store_that_cannot_be_a_folder_is_said_before_the_run(tmp_path, capsys
     afile = tmp_path / "afile"
     afile.write_text("")
     for rd, says in ((afile, f"the run store {afile} is not a folder"),
-                     (afile / "results", f"the run store {afile / 'results'} cannot be a folder ({afile} is a file)")):
+                     (afile / "results", f"the run store {afile / 'results'} cannot be a folder (below a file")):
         t0 = time.monotonic()
         assert main(["latency", "--duration", "3s", "--results-dir", str(rd)]) == 2
         err = capsys.readouterr().err

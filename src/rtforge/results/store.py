@@ -82,7 +82,7 @@ class Store:
 
     def _check_missing_root(self) -> None:
         """A store that is not there is empty -- unless the path cannot be a
-        folder at all (a file, a symbolic link loop, a file among its parents):
+        folder at all (a file, a loop of symbolic links, a file among its parents):
         then "no runs yet" would hide the mistake."""
         try:
             os.stat(self.root)
@@ -92,7 +92,7 @@ class Store:
                                 "folder") from None
             return
         except OSError as e:
-            known = {errno.ELOOP: "a symbolic link loop", errno.ENOTDIR: "below a file, not a folder"}
+            known = {errno.ELOOP: "a loop of symbolic links", errno.ENOTDIR: "below a file, not a folder"}
             why = known.get(e.errno or 0, e.strerror or str(e))
             raise UserError(f"the run store {self.root} cannot be a folder ({why}): give --results-dir a folder, "
                             "or fix RTFORGE_RESULTS_DIR / XDG_DATA_HOME") from None
@@ -170,15 +170,13 @@ class Store:
     def check_writable(self) -> None:
         """UserError now when the store could not be written, made nothing: a
         command that will store a run asks before it starts the run."""
-        for d in (self.runs_dir, self.root):
-            if os.path.lexists(d) and not d.is_dir():
-                raise UserError(f"the run store {d} is not a folder: give --results-dir a folder")
+        if not self.root.is_dir():
+            self._check_missing_root()   # a file, a loop, a dangling link: said; a missing store: made later
+        if os.path.lexists(self.runs_dir) and not self.runs_dir.is_dir():
+            raise UserError(f"the run store {self.runs_dir} is not a folder: give --results-dir a folder")
         there = self.root
         while not os.path.lexists(there) and there != there.parent:
             there = there.parent
-        if not there.is_dir():
-            raise UserError(f"the run store {self.root} cannot be a folder ({there} is a file): give --results-dir "
-                            "a folder")
         if not os.access(there, os.W_OK | os.X_OK):
             raise UserError(f"the run store {self.root} cannot be written ({there} is not writable here): give "
                             "--results-dir a folder you may write")
