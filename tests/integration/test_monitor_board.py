@@ -50,7 +50,8 @@ def test_run_on_a_board_fetch_status_and_no_service_without_systemd(sshd, board_
     out, err = capsys.readouterr()
     windows = read_windows(state)
     assert len(out.splitlines()) == len(windows) >= 3
-    assert f"{len(windows)} windows kept in {state} on board-sudo: `rtforge monitor fetch board-sudo`" in err
+    assert (f"{len(windows)} windows kept in {state} on board-sudo: "
+            f"`rtforge monitor fetch board-sudo --state-dir {state}` brings them into the store") in err
     assert Path(PROGRAM).is_file()  # uploaded where the service would run it
 
     assert main(["monitor", "fetch", "board-sudo", "--state-dir", str(state), *ssh, *rd]) == 0
