@@ -28,8 +28,9 @@ DEBS_LINT    := shellcheck
 # rtforge fleet runs ansible-playbook as a tool (like ssh), so Debian's: Debian 12's 2.14 has every feature the
 # collection uses, and its modules run under Ansible's own Python whichever venv rtforge is in
 DEBS_FLEET   := ansible-core
-# the soak monitor's metrics: the tests run the real node_exporter and Prometheus (promtool is in prometheus)
-DEBS_MONITOR := prometheus prometheus-node-exporter
+# the soak monitor's metrics: the tests run the real node_exporter and Prometheus (promtool is in prometheus);
+# systemd: its systemd-analyze judges the monitor's unit (no init runs here)
+DEBS_MONITOR := prometheus prometheus-node-exporter systemd
 DEBS := $(DEBS_BASE) $(DEBS_MEASURE) $(DEBS_CROSS) $(DEBS_REPORT) $(DEBS_KERNEL) $(DEBS_TARGET) $(DEBS_LINT) \
         $(DEBS_FLEET) $(DEBS_MONITOR)
 # QEMU 9 or later emulates every Pi that QEMU has (raspi4b is new in 9.0);
@@ -40,7 +41,7 @@ DEBS_BACKPORTS := qemu-system-arm>=1:9 qemu-system-x86>=1:9 qemu-utils>=1:9 qemu
 
 # C programs that run on a board: built by rtforge, linted here
 C_PROGRAMS := probe nqueens bootinit
-SHELL_SCRIPTS := scripts/ensure-debs .ci/run .ci/cleanroot src/rtforge/data/runner.sh
+SHELL_SCRIPTS := scripts/ensure-debs .ci/run .ci/cleanroot src/rtforge/data/runner.sh src/rtforge/data/safe.sh
 
 .PHONY: setup debs run test check unit lint bench matrix clean print-debs
 

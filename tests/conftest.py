@@ -104,7 +104,7 @@ def link(sshd):
 @pytest.fixture
 def board(sshd):
     """The loopback sshd as a board, empty at the start and cleaned up after.
-    This machine's /var/tmp/rtforge is the test board's: runs found there
+    This machine's /var/lib/rtforge is the test board's: runs found there
     were left by an interrupted earlier test session (its processes stopped
     with it) and would be fetched as this test's."""
     from rtforge.device import SshTransport

@@ -1,6 +1,6 @@
 """A fleet, end to end, with the real parts: nine boards in an inventory,
 eight of them real sshds on loopback (each its own host name and
-/var/tmp/rtforge: tests/support/fleetboards.py) and one whose port nothing
+/var/lib/rtforge: tests/support/fleetboards.py) and one whose port nothing
 listens on; real ansible-playbook with the shipped collection; real probes.
 One board is cut off the network mid-run and comes back only later.
 

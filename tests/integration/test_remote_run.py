@@ -19,8 +19,9 @@ from rtforge.device import SshTransport
 from rtforge.errors import UserError
 from rtforge.measure import loads as loads_mod
 from rtforge.measure.launch import start_run
+from rtforge.measure.lifecycle import runner_sha256
 from rtforge.measure.loads import LoadProfile, load_profiles
-from rtforge.measure.runner import runner_text
+from rtforge.measure.runner import BASE_DIR, runner_text
 from rtforge.measure.session import collect, follow
 from rtforge.measure.spec import LatencySpec
 from rtforge.results.store import Store
@@ -60,7 +61,7 @@ def test_a_whole_run_with_loads_lands_in_the_store(board, sshd, tmp_path, capsys
     # the stored run holds the board's files, byte for byte what the probe wrote
     run_dir = rd / "runs" / shown["run_id"]
     probe_doc = json.loads((run_dir / "raw" / "probe.json").read_text())
-    assert probe_doc["state"] == "done" and probe_doc["meta"]["argv"][0].startswith("/var/tmp/rtforge/runs/")
+    assert probe_doc["state"] == "done" and probe_doc["meta"]["argv"][0].startswith(f"{BASE_DIR}/runs/")
     assert [c["count"] for c in probe_doc["cpus"]] == [c["count"] for c in shown["cpus"]]
     assert (run_dir / "raw" / "runner" / "state").read_text().strip() == "done"
     stopped = (run_dir / "raw" / "runner" / "loads.stopped").read_text().split("\n")
@@ -159,9 +160,9 @@ def test_the_runner_is_posix_sh(shell, tmp_path, probe):
     base = tmp_path / "base"
     d = base / "runs" / "r1"
     write_run(d, probe, {"01-sleep": "sleep 60"})
-    r = subprocess.run(
-        [*argv, str(d / "runner.sh"), "start", str(d), "setsid", "2"], capture_output=True, text=True, timeout=30
-    )
+    runner = [*argv, "-c", runner_text(), "runner"]   # as rtforge runs it: its own text, never the folder's
+    r = subprocess.run([*runner, "start", str(d), "setsid", "2", runner_sha256()], capture_output=True, text=True,
+                       timeout=30)
     assert r.stdout == "started running\n", r.stderr
     sids = run_sessions(d)
     assert len(sids) == 3 and session_members(sids)  # runner, engine, load: each its own session
@@ -169,12 +170,10 @@ def test_the_runner_is_posix_sh(shell, tmp_path, probe):
     assert busy.stdout == "r1\n"
     # `start` returns once the engine is forked; the probe writes probe.json a moment later
     wait_for(lambda: (d / "raw" / "probe.json").exists(), timeout=10, step=0.05)
-    status = subprocess.run(
-        [*argv, str(d / "runner.sh"), "status", str(d), "0", "probe.json"], capture_output=True, text=True
-    )
+    status = subprocess.run([*runner, "status", str(d), "0", "probe.json"], capture_output=True, text=True)
     assert "state running\nalive 1\n" in status.stdout and '"probe_format":1' in status.stdout
     assert (
-        subprocess.run([*argv, str(d / "runner.sh"), "stop", str(d)], capture_output=True, text=True).stdout
+        subprocess.run([*runner, "stop", str(d)], capture_output=True, text=True).stdout
         == "signalled\n"
     )
     assert wait_gone(sids) == []

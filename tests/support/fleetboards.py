@@ -1,7 +1,7 @@
 """A rack of boards on this machine: each a real OpenSSH server on its own
 loopback port, in a mount and UTS namespace of its own -- its own host name
-(uname -n) and its own /var/tmp (a tmpfs), so each has its own
-/var/tmp/rtforge and its own one-run-at-a-time rule, as separate boards do.
+(uname -n), its own /var/tmp and /var/lib/rtforge (tmpfs), so each has its
+own run folders and its own one-run-at-a-time rule, as separate boards do.
 Everything else is real and shared: the kernel, the CPUs, the probe.
 
 A board's namespace is held by a sleeping process; its sshd is started in
@@ -28,6 +28,8 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from rtforge.device.transport.safesh import BOARD_DIR
 
 from .procs import free_ports, pids, proc_stat
 
@@ -161,13 +163,13 @@ class Rack:
             time.sleep(0.02)
 
     def board_runs(self, name: str) -> list[str]:
-        """The run folders under the board's own /var/tmp/rtforge/runs."""
-        root = Path(f"/proc/{self.boards[name].holder.pid}/root/var/tmp/rtforge/runs")
+        """The run folders under the board's own /var/lib/rtforge/runs."""
+        root = Path(f"/proc/{self.boards[name].holder.pid}/root{BOARD_DIR}/runs")
         return sorted(p.name for p in root.iterdir()) if root.is_dir() else []
 
     def board_state(self, name: str, run_id: str) -> str:
         """The runner's state of a run on the board (running, done, ...; '' before it records one)."""
-        p = Path(f"/proc/{self.boards[name].holder.pid}/root/var/tmp/rtforge/runs/{run_id}/raw/runner/state")
+        p = Path(f"/proc/{self.boards[name].holder.pid}/root{BOARD_DIR}/runs/{run_id}/raw/runner/state")
         try:
             return p.read_text().strip()
         except OSError:
@@ -197,16 +199,19 @@ class Rack:
 
 
 def _holder(base: Path, name: str) -> subprocess.Popen:
-    """A sleeping process in a new mount and UTS namespace: the board's /var/tmp, host name and home.
+    """A sleeping process in a new mount and UTS namespace: the board's /var/tmp, rtforge folder, host name
+    and home.
 
     The home is a fresh Debian root's (base-files' dot.bashrc and dot.profile), not this machine's:
     bash reads ~/.bashrc for every command sshd runs, and a developer's (here: pyenv's init, ~0.1 s of
     CPU and 100 processes a session) would be paid by every board on the CPUs the controller measures."""
     skel = "/usr/share/base-files"
     script = (f"mount -t tmpfs -o mode=1777,size=256m rtforge-{name} /var/tmp && "
+              f"mount -t tmpfs -o mode=700,size=256m rtforge-lib-{name} {BOARD_DIR} && "
               f"mount -t tmpfs -o mode=700,size=16m rtforge-home-{name} /root && "
               f"cp {skel}/dot.bashrc /root/.bashrc && cp {skel}/dot.profile /root/.profile && hostname {name} && "
               f": > {base}/ready-{name} && exec sleep 2147483647")
+    Path(BOARD_DIR).mkdir(mode=0o700, exist_ok=True)  # the mount point (on this machine: its own folder)
     return subprocess.Popen(["unshare", "--mount", "--uts", "--propagation", "private", "sh", "-c", script],
                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
 

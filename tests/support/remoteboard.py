@@ -1,5 +1,5 @@
 """Helpers for the remote-run tests: the loopback sshd is the board, so the
-board's run directories are this machine's /var/tmp/rtforge/runs/...
+board's run directories are this machine's /var/lib/rtforge/runs/...
 
 Processes on the "board" (and of a run on this machine, the same runner)
 are found by session: the runner, the engine and every load each lead a

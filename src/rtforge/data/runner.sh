@@ -2,43 +2,19 @@
 # rtforge runner: one run (a latency measurement or a benchmark) on a
 # target, independent of the rtforge (and SSH session) that started it.
 # POSIX sh only (dash, busybox ash): a board needs no Python.  rtforge
-# copies it with the programs into the run's directory and calls it there
-# (`sh runner.sh COMMAND DIR [ARGS]`); on this machine, and for `busy` and
-# `list`, rtforge runs its own copy of the text (`sh -c TEXT runner ...`).
-# Run directory DIR = BASE/runs/RUN_ID (a board: BASE is /var/tmp/rtforge;
-# this machine: the run store, so DIR is the run's folder in it).
-# Written by rtforge before the start:
-#   runner.sh, rtprobe, ...  this script and the programs
-#   engine.cmd          line 1: the engine's name (probe, cyclictest, bench),
-#                       line 2: its command line, quoted by the host (shlex)
-#   monitor.cmd         optional: a command run beside the engine (the probe
-#                       in --monitor mode records telemetry for cyclictest)
-#   trace.cmd           optional (--trace): line 1: how many analyses at most,
-#                       line 2: the rtla command (quoted), run by `trace`
-#   loads/NN-NAME       one file per load process: its quoted command line
-#   raw/runner/run.json the run as the host described it (label, spec, ...)
-# Written by the runner:
-#   raw/                the engine's files, NAME.out (its output), monitor/
-#                       and monitor.out, loads.log
-#   raw/runner/state    one line: WORD [detail], replaced atomically;
-#                       starting -> [settling ->] running -> stopping -> one
-#                       of FINAL_STATES: done | interrupted SIG | killed WHY
-#                       | failed WHY
-#   raw/runner/runner.pid   "PID START_TICKS BOOT_ID" of the runner
-#   raw/runner/engine.pid   "PID START_TICKS" of the engine (a process group)
-#   raw/runner/monitor.pid  the same for the monitor
-#   raw/runner/trace.pid    the same for `trace` (rtla's loop); trace.stop
-#                       asks it to end
-#   raw/trace/N.out     rtla's output, one per analysis; raw/trace/index:
-#                       "N START_UPTIME END_UPTIME STATUS" per rtla run
-#   raw/runner/loads.pids   "PID START_TICKS NAME" per load (group leader);
-#                       loads.stopped once they are stopped
-#   raw/runner/started  /proc/uptime when the engine started (elapsed time)
-#   raw/runner/times    `times` before and after the engine (its CPU time)
-#   raw/runner/events   notes for the result, e.g. a load that ended early
-#   tmp/                scratch space of the loads, removed at the end
+# copies it with the programs into the run's directory, where `start`
+# launches it (`sh runner.sh run DIR`) once its bytes are checked against
+# rtforge's own; every other command is rtforge's own copy of the text
+# (`sh -c TEXT runner COMMAND DIR [ARGS]`), never a file found on the target.
+# Run directory DIR = BASE/runs/RUN_ID (a board: BASE is /var/lib/rtforge,
+# root's own; this machine: the run store, so DIR is the run's folder in it).
+# Before it acts, a command checks that BASE, BASE/runs and DIR are folders
+# of the user it runs as that no one else can write (rtforge_owned), and one
+# that changes DIR that DIR holds no link or special file (rtforge_plain):
+# a folder another user made or filled is refused, never used.
+# The files of DIR, rtforge's and the runner's: docs/architecture.md, "A run's folder".
 # BASE/active -> RUN_ID (symlink) marks the run that owns the target;
-# BASE/lock serializes starts (flock).
+# a lock on the folder BASE itself (flock) serializes starts.
 #
 # A process is named by its pid *and* its start time (and, for the runner,
 # the boot id, and in `reap`/`stop` its RTFORGE_RUN mark), so a pid reused
@@ -49,13 +25,31 @@
 
 set -u
 
-# The constants below are rtforge's (measure/runner.py renders them from its
-# Python definitions, so they are defined once):
+# The constants below are rtforge's (measure/lifecycle.py renders them from
+# its Python definitions, so they are defined once):
 #   FINAL_STATES        the words that end a run
 #   STOP_TENTHS         loads: SIGTERM, then SIGKILL after this long
 #   ENGINE_STOP_TENTHS  the engine's grace after SIGTERM in `reap`
 #   START_WAIT_TENTHS   how long `start` waits for the run to measure
+#   OWNED_STATUS        the status of a folder or file refused (data/safe.sh)
 @CONSTANTS@
+
+# rtforge_owned, rtforge_cat, rtforge_write (data/safe.sh):
+@SAFE@
+
+# Is BASE (and BASE/runs, and DIR when it is given) ours alone?  $1: make
+# BASE and BASE/runs when they are missing (`start`, a board's `busy make`
+# before anything is uploaded there); without it a missing BASE means there
+# is nothing to do (exit 0 with no output).
+own_base() {
+    if [ "${1:-}" != make ] && [ ! -e "$BASE" ] && [ ! -L "$BASE" ]; then exit 0; fi
+    # BASE readable by all (tune's record is there, for doctor), the runs root's alone
+    rtforge_owned -m 755 "$BASE" && rtforge_owned "$BASE/runs" || exit "$OWNED_STATUS"
+    if [ -n "$D" ]; then
+        [ -d "$D" ] || { echo "rtforge: no run folder $D" >&2; exit 1; }
+        rtforge_owned "$D" || exit "$OWNED_STATUS"
+    fi
+}
 
 # ST, PSTATE <- start time and state of pid $1; fails when there is none.
 proc_start() {
@@ -360,8 +354,14 @@ cmd_start() {
         launcher=setsid
         [ -d /run/systemd/system ] && command -v systemd-run > /dev/null 2>&1 && launcher=systemd
     fi
-    exec 9> "$BASE/lock"
+    exec 9< "$BASE"
     command -v flock > /dev/null 2>&1 && flock 9
+    # the runner.sh the run will execute is byte for byte rtforge's (its sha256: $3)
+    _sum=$(sha256sum < "$D/runner.sh")
+    if [ "${_sum%% *}" != "${3:-}" ]; then
+        echo "rtforge: $D/runner.sh is not the runner rtforge copied there" >&2
+        exit "$OWNED_STATUS"
+    fi
     if ! ln -s "$ID" "$BASE/active" 2> /dev/null; then
         _other=$(readlink "$BASE/active")
         if [ "$_other" != "$ID" ] && alive_file "$BASE/runs/$_other/raw/runner/runner.pid"; then
@@ -375,13 +375,13 @@ cmd_start() {
     printf '%s\n' "$launcher" > "$R/launcher"
     if [ "$launcher" = systemd ]; then
         systemd-run --unit "rtforge-$ID" --collect --quiet -p TimeoutStopSec=30 --setenv="RTFORGE_RUN=$ID" \
-            /bin/sh "$D/runner.sh" run "$D" "$settle" 9>&- || { release_board; write_state failed "systemd-run failed"; }
+            /bin/sh "$D/runner.sh" run "$D" "$settle" 9<&- || { release_board; write_state failed "systemd-run failed"; }
     else
         # A new session has no controlling terminal whose hang-up could
         # reach it; nohup only where there is one (Debian's busybox has none).
         _nohup=
         command -v nohup > /dev/null 2>&1 && _nohup='nohup'
-        RTFORGE_RUN=$ID setsid $_nohup /bin/sh "$D/runner.sh" run "$D" "$settle" > "$R/runner.log" 2>&1 < /dev/null 9>&- &
+        RTFORGE_RUN=$ID setsid $_nohup /bin/sh "$D/runner.sh" run "$D" "$settle" > "$R/runner.log" 2>&1 < /dev/null 9<&- &
     fi
     # Hold the lock until the runner has recorded itself (so the next start
     # can check it) and the loads have settled, or it failed.
@@ -485,14 +485,15 @@ case "$cmd" in
 esac
 [ $# -ge 2 ] && shift 2
 case "$cmd" in
-    start) cmd_start "$@" ;;
-    run) cmd_run "$@" ;;
+    start) own_base make; rtforge_plain "$D" || exit "$OWNED_STATUS"; cmd_start "$@" ;;
+    run) own_base; rtforge_plain "$D" || exit "$OWNED_STATUS"; cmd_run "$@" ;;
     trace) cmd_trace ;;
     status) cmd_status "$@" ;;
-    stop) cmd_stop "$@" ;;
-    reap) cmd_reap ;;
-    busy) cmd_busy ;;
-    list) cmd_list ;;
-    manifest) cmd_manifest ;;
-    *) echo "usage: sh runner.sh start|run|trace|status|stop|reap|manifest DIR | busy|list BASE" >&2; exit 2 ;;
+    stop) own_base; rtforge_plain "$D" || exit "$OWNED_STATUS"; cmd_stop "$@" ;;
+    reap) own_base; rtforge_plain "$D" || exit "$OWNED_STATUS"; cmd_reap ;;
+    busy) own_base "${1:-}"; cmd_busy ;;
+    list) own_base; cmd_list ;;
+    manifest) own_base; rtforge_plain "$D" || exit "$OWNED_STATUS"; cmd_manifest ;;
+    *) echo "usage: sh runner.sh start|run|trace|status|stop|reap|manifest DIR | busy BASE [make] | list BASE" >&2
+       exit 2 ;;
 esac

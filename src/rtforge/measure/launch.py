@@ -29,6 +29,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from ..device import ConnectionLost, Transport
+from ..device.transport import safesh
 from ..errors import UserError
 from ..results.model import RunResult
 from ..results.store import Store
@@ -36,10 +37,10 @@ from ..results.system import describe
 from ..signals import held_signals
 from . import trace as tracing
 from .engines import PRIVILEGE_HINT, EngineCommand, engine_command
-from .lifecycle import owner_of, runner_owner, runner_text
+from .lifecycle import owner_of, packaged_runner, runner_owner, runner_sha256, runner_text
 from .loads import HOST_LOADS, HostFlood, check_privileges, deadline_for, load_commands
 from .probebuild import build_probe
-from .runner import Poll, Runner, busy_with, script_argv
+from .runner import Poll, Runner, as_root, busy_with, script_argv
 from .spec import LatencySpec
 from .target import Contact, RunSite, check_tools, first_contact, make_target, target_loads, tools_for
 
@@ -105,7 +106,8 @@ def launch(target: RunSite, contact: Contact, store: Store, result: RunResult, e
             on_launch(run)
         launched = True  # from here on the runner may be going
         launcher = "auto" if (contact.is_root or run.sudo) else "setsid"  # systemd-run needs root
-        start_argv = ["sh", f"{d}/runner.sh", "start", d, launcher, str(round(settle_s * 10))]
+        # rtforge's own runner text; it executes the folder's runner.sh only once its bytes are rtforge's
+        start_argv = packaged_runner("start", d, launcher, str(round(settle_s * 10)), runner_sha256())
         try:
             if described:  # run.json with the metadata, then the start: one round trip
                 r = t.write_then_run(f"{d}/raw/runner/run.json", result.to_json().encode(), start_argv,
@@ -247,7 +249,12 @@ def prepare(target: RunSite, tools: dict, install: bool, on_step: Callable[[str]
     whether the optional ones are there) and the one-run-per-target rule."""
     on_step(f"connecting to {target.transport.name}" if not target.local else "checking this machine")
     # whether it is measuring already, asked with the facts (one round trip): before anything is uploaded
-    contact = first_contact(target, [*tools, *optional], then=script_argv("busy", target.base))
+    # A board's folder is made (or checked) root's own here, before anything is
+    # uploaded into it or run from it; a login that is not root asks through sudo.
+    busy = script_argv("busy", target.base) if target.local else as_root(script_argv("busy", target.base, "make"))
+    contact = first_contact(target, [*tools, *optional], then=busy)
+    if contact.then_status == safesh.OWNED_STATUS:  # refused: ask again for the sentence that says why
+        busy_with(target.transport, target.base)
     if trace:
         support = tracing.detect(target.transport, sudo=not target.local and not contact.is_root)
         tracing.require(support, target.where, contact.is_root or not target.local)

@@ -23,13 +23,16 @@ boot test's, have no such folder: their engine's own files decide.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import shutil
 import subprocess
+from functools import cache
 from importlib import resources
 from pathlib import Path
 
 from .. import procfs
+from ..device.transport import safesh
 from ..errors import UserError
 from ..results import rawfile
 from ..results.collect import finalize
@@ -50,16 +53,23 @@ START_WAIT_S = 30.0      # the runner records itself and starts the engine (plus
 REAP_TIMEOUT_S = 60      # the runner's reap ends the engine (15 s) and the loads (5 s)
 
 
+@cache
 def runner_text() -> str:
-    """The runner script with rtforge's constants in it (defined once, here)."""
+    """The runner script with rtforge's constants and shell helpers in it (each defined once)."""
     constants = "\n".join([
         f'FINAL_STATES="{" ".join(FINAL_STATES)}"',
         f"STOP_TENTHS={round(STOP_GRACE_S * 10)}",
         f"ENGINE_STOP_TENTHS={round(ENGINE_STOP_S * 10)}",
         f"START_WAIT_TENTHS={round(START_WAIT_S * 10)}",
+        f"OWNED_STATUS={safesh.OWNED_STATUS}",
     ])
     text = (resources.files("rtforge.data") / "runner.sh").read_text()
-    return text.replace("@CONSTANTS@", constants, 1)
+    return text.replace("@CONSTANTS@", constants, 1).replace("@SAFE@", safesh.functions(), 1)
+
+
+def runner_sha256() -> str:
+    """What `start` holds the runner.sh of a run folder to, before it executes it."""
+    return hashlib.sha256(runner_text().encode()).hexdigest()
 
 
 def packaged_runner(command: str, run_dir: str, *args: str) -> list[str]:

@@ -4,9 +4,11 @@ states) over a Transport: poll the state and the engine's new progress
 lines, stop the run, end what a killed runner left behind, and bring the
 run into the store.
 
-A board's run lives under BASE_DIR there and is fetched when it ends, every
+A board's run lives under BASE_DIR there (root's own folder, checked before
+every command that acts: data/safe.sh) and is fetched when it ends, every
 file checked against the board's own sha256 before the board's copy is
-removed.  A run on this machine lives in its folder of the store (BASE is
+removed.  What runs there is always rtforge's own runner text, never a
+runner.sh found on the board.  A run on this machine lives in its folder of the store (BASE is
 the store's root), so bringing it in is finishing it in place.  Nothing
 here needs a connection to stay up between calls: a handle is just the run
 id, so `attach` and `fetch` build one from scratch.
@@ -23,7 +25,9 @@ import tarfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .. import paths
 from ..device import ConnectionLost, LocalTransport, Transport
+from ..device.transport import safesh
 from ..errors import UserError
 from ..results import rawfile
 from ..results.model import RunResult
@@ -32,7 +36,7 @@ from . import lifecycle
 from .engines import ProgressReader
 from .lifecycle import FINAL_STATES, runner_text
 
-BASE_DIR = "/var/tmp/rtforge"
+BASE_DIR = safesh.BOARD_DIR
 # Everything a run's raw/ may hold (results/rawfile.py's bounds, the series and telemetry at most): more is not a run
 MAX_FETCH_BYTES = 12 << 30
 PROGRESS_FILES = {"probe": "series.jsonl", "cyclictest": "cyclictest.out", "nqueens": "steps.log"}
@@ -59,13 +63,32 @@ class RunInfo:
         return self.state in FINAL_STATES
 
 
-def script_argv(command: str, base: str) -> list[str]:
+def script_argv(command: str, base: str, *args: str) -> list[str]:
     """The runner's BASE-wide commands (busy, list), run without its file."""
-    return ["sh", "-c", runner_text(), "runner", command, base]
+    return ["sh", "-c", runner_text(), "runner", command, base, *args]
+
+
+def as_root(argv: list[str]) -> list[str]:
+    """argv run as root whoever the login is (sudo -n when it is not root), for
+    a command sent before rtforge knows the login: a board's folder is root's."""
+    return ["sh", "-c", '[ "$(id -u)" = 0 ] && exec "$@"; exec sudo -n -- "$@"', "sh", *argv]
+
+
+def _checked(transport: Transport, r, step: str):
+    """r, or the one sentence a refused folder (data/safe.sh) or a failure says."""
+    err = safesh.owned_error(r, f"on {transport.name}" if transport.name != "this machine" else "here")
+    if err:
+        raise err
+    if r.returncode:
+        detail = (r.stderr or "").strip().splitlines()[-1:] or [f"exit status {r.returncode}"]
+        raise UserError(f"{step} failed on {transport.name}: {detail[0]}")
+    return r
 
 
 def _script(transport: Transport, command: str, base: str, step: str) -> str:
-    return transport.run(script_argv(command, base), check=True, step=step).stdout
+    # a board's folder is root's (0700): a login that is not root reads it through sudo
+    r = transport.run(script_argv(command, base), sudo=not isinstance(transport, LocalTransport), step=step)
+    return _checked(transport, r, step).stdout
 
 
 def list_runs(transport: Transport, base: str = BASE_DIR) -> list[RunInfo]:
@@ -134,21 +157,22 @@ class Runner:
         self._doc: dict | None = doc  # the run's description, when the caller has it
         self._progress: ProgressReader | None = None
 
-    def _runner(self, command: str, *args: str, write: bool = False, step: str, timeout: float | None = 120):
-        # On this machine, rtforge's own runner: a runner.sh found in a run
-        # folder is data (a store may come from anywhere), never code run here.
-        # A board runs the copy rtforge put there: it is the board's own code.
-        if isinstance(self.t, LocalTransport):
-            argv = lifecycle.packaged_runner(command, self.dir, *args)
-        else:
-            argv = ["sh", f"{self.dir}/runner.sh", command, self.dir, *args]
-        return self.t.run(argv, sudo=write and self.sudo, timeout=timeout, step=step)
+    def _runner(self, command: str, *args: str, step: str, timeout: float | None = 120):
+        # rtforge's own runner, here and on a board: a runner.sh found in a run
+        # folder is data (a store may come from anywhere, a board be shared),
+        # never code rtforge runs.  A board's folder is root's: read through sudo too.
+        argv = lifecycle.packaged_runner(command, self.dir, *args)
+        r = self.t.run(argv, sudo=self.sudo, timeout=timeout, step=step)
+        err = safesh.owned_error(r, f"on {self.t.name}" if not isinstance(self.t, LocalTransport) else "here")
+        if err:
+            raise err
+        return r
 
     def read_json(self) -> dict:
         """The run as rtforge described it when it started."""
         if self._doc is None:
             try:
-                self._doc = json.loads(self.t.read_text(f"{self.dir}/raw/runner/run.json",
+                self._doc = json.loads(self.t.read_text(f"{self.dir}/raw/runner/run.json", sudo=self.sudo,
                                                         step="reading the run's description"))
             except ConnectionLost:
                 raise
@@ -186,13 +210,13 @@ class Runner:
 
     def stop(self, signal_name: str = "TERM") -> bool:
         """Ask the runner to end the run cleanly; False when it is not running."""
-        r = self._runner("stop", signal_name, write=True, step="stopping the run")
+        r = self._runner("stop", signal_name, step="stopping the run")
         return r.stdout.strip() == "signalled"
 
     def reap(self) -> None:
         """After the runner died: stop the engine cleanly and the loads as
         groups, and mark the run killed (no-op for a finished run)."""
-        self._runner("reap", write=True, step="cleaning up after the killed run", timeout=120)
+        self._runner("reap", step="cleaning up after the killed run", timeout=120)
 
     def remove(self) -> None:
         self.t.run(["rm", "-rf", "--", self.dir], sudo=self.sudo, check=True, step="removing the run from the target")
@@ -214,7 +238,7 @@ class Runner:
         except NothingMeasured as e:
             if not keep_empty:
                 store.delete(self.run_id)
-                raise NothingMeasured(f"{e}{_tail_note(self.t, self.dir)}") from None
+                raise NothingMeasured(f"{e}{_tail_note(self.t, self.dir, self.sudo)}") from None
             result.state, result.owner, result.cpus = "interrupted", None, []
             result.end_reason = "interrupted before measuring began (the loads were starting)"
             result.warnings = [f"{result.end_reason}: nothing was measured, the run's settings and system are kept"]
@@ -237,14 +261,17 @@ class Runner:
         try:
             # streamed to disk with a bound: a board's answer is not trusted to be as small as a run
             self.t.run_to_file(["tar", "-C", self.dir, "-cf", "-", "--", *sums], tmp / ".tar", limit=MAX_FETCH_BYTES,
-                               step="fetching the run")
+                               sudo=self.sudo, step="fetching the run")
             _unpack(tmp / ".tar", tmp, sums)
             (tmp / ".tar").unlink()
             result = RunResult.from_dict(json.loads((tmp / "raw" / "runner" / "run.json").read_text()))
+            if result.run_id != self.run_id:  # a board's word names no other stored run
+                raise UserError(f"run {self.run_id} on {self.t.name} calls itself {result.run_id!r} in its "
+                                "run.json: it was not started by this rtforge as that run; nothing was stored")
             try:
                 _finish(result, tmp, f"run {self.run_id} on {self.t.name}")
             except NothingMeasured as e:
-                raise NothingMeasured(f"{e}{_tail_note(self.t, self.dir)}") from None
+                raise NothingMeasured(f"{e}{_tail_note(self.t, self.dir, self.sudo)}") from None
             final = store.run_dir(self.run_id)
             if final.exists():
                 shutil.rmtree(final)
@@ -271,9 +298,9 @@ def _state_line(d: Path) -> str:
     return f"{word} {detail}".strip() if word else "no state"
 
 
-def _tail_note(t: Transport, d: str) -> str:
+def _tail_note(t: Transport, d: str, sudo: bool = False) -> str:
     r = t.run(["sh", "-c", 'tail -n 2 "$1"/raw/*.out "$1/raw/runner/runner.log" 2>/dev/null | grep -v "^==" | grep .',
-               "sh", d])
+               "sh", d], sudo=sudo)
     lines = [ln.strip() for ln in r.stdout.splitlines() if ln.strip()]
     return f": {'; '.join(lines[-2:])}" if lines else ""
 
@@ -298,7 +325,8 @@ def _unpack(archive: Path, dest: Path, sums: dict[str, str]) -> None:
             h = hashlib.sha256()
             src = tar.extractfile(m)
             assert src is not None
-            with src, open(target, "wb") as out:   # copied in pieces: a day-long series is gigabytes
+            # copied in pieces: a day-long series is gigabytes
+            with src, os.fdopen(paths.create_new(target), "wb") as out:
                 while chunk := src.read(1 << 20):
                     h.update(chunk)
                     out.write(chunk)

@@ -40,6 +40,7 @@ class Contact:
     cpus: list[int]       # CPUs a run may measure: online and allowed
     tools: set[str] = field(default_factory=set)
     then: str = ""        # what the command first_contact ran after the facts printed
+    then_status: int = 0  # and its exit status
 
 
 @dataclass
@@ -69,7 +70,7 @@ def first_contact(target: RunSite, tools: list[str], then: list[str] | None = No
     """The target's facts; `then`, a command run in the same round trip (its output: Contact.then)."""
     t = target.transport
     try:
-        f, said = read_facts_then(t, tools=tools, then=then, timeout=60)
+        f, said, status = read_facts_then(t, tools=tools, then=then, timeout=60)
     except ConnectionLost as e:
         detail = str(e).split(": ", 1)[-1]
         raise UserError(f"cannot reach {t.name} over SSH ({detail}): check the host name, "
@@ -80,7 +81,7 @@ def first_contact(target: RunSite, tools: list[str], then: list[str] | None = No
     return Contact(machine=f.machine, hostname=f.hostname or ("localhost" if target.local else t.name),
                    is_root=f.is_root, address="127.0.0.1" if target.local else f.ssh_address or "127.0.0.1",
                    ncpus=f.ncpus or len(online), cpus=[c for c in online if c in allowed] or online, tools=f.tools,
-                   then=said)
+                   then=said, then_status=status)
 
 
 def target_loads(loads: list[str], target: RunSite) -> list[str]:

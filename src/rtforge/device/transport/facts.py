@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
 from ...preempt import preempt_model
+from . import safesh
 
 
 class Runs(Protocol):
@@ -38,35 +39,37 @@ class Runs(Protocol):
 # third word is the device's own address of this connection (the address this
 # host reaches it at, also through an ssh config alias).  config.txt lives in
 # /boot/firmware on Raspberry Pi OS bookworm and later, in /boot before.
-FUNCTION = r"""
+_FUNCTION = r"""
 rtforge_facts() {
   _R="$1"; shift
+  RTFORGE_ROOT="$_R"   # rtforge_cat: under a tree, only files whose real path stays in it
   _s() { printf '\n@@%s\n' "$1"; }
+  _c() { rtforge_cat "$_R$1" "${2:-65536}" 2>/dev/null; }
   _s machine; uname -m
   _s release; uname -r
   _s version; uname -v
   _s hostname; uname -n
-  _s model; cat "$_R/proc/device-tree/model" 2>/dev/null | tr -d '\000'
-  _s realtime; cat "$_R/sys/kernel/realtime" 2>/dev/null
-  _s os; cat "$_R/etc/os-release" 2>/dev/null
+  _s model; _c /proc/device-tree/model | tr -d '\000'
+  _s realtime; _c /sys/kernel/realtime
+  _s os; _c /etc/os-release
   _B=""; for _d in /boot/firmware /boot; do if [ -e "$_R$_d/config.txt" ]; then _B="$_d"; break; fi; done
   _s bootdir; echo "$_B"
-  _s tryboot; od -An -tu1 "$_R/proc/device-tree/chosen/bootloader/tryboot" 2>/dev/null
-  _s bootid; cat "$_R/proc/sys/kernel/random/boot_id"
+  _s tryboot; _c /proc/device-tree/chosen/bootloader/tryboot | od -An -tu1
+  _s bootid; _c /proc/sys/kernel/random/boot_id
   _s df_boot; [ -n "$_B" ] && df -P -k "$_R$_B" 2>/dev/null
   _s df_root; df -P -k "$_R/" 2>/dev/null
   _s grub; command -v grub-reboot
   _s uid; id -u
   _s user; id -un
-  _s panic; cat "$_R/proc/sys/kernel/panic" 2>/dev/null
-  _s cmdline; cat "$_R/proc/cmdline" 2>/dev/null
+  _s panic; _c /proc/sys/kernel/panic
+  _s cmdline; _c /proc/cmdline
   _P='^(CONFIG_PREEMPT_RT(_FULL)?=|# CONFIG_PREEMPT_RT(_FULL)? is not set)'
-  if [ -r "$_R/proc/config.gz" ]; then
-    _s config; echo /proc/config.gz; gzip -dc "$_R/proc/config.gz" 2>/dev/null | grep -E "$_P"
-  elif [ -r "$_R/boot/config-$(uname -r)" ]; then
-    _s config; echo "/boot/config-$(uname -r)"; grep -E "$_P" "$_R/boot/config-$(uname -r)"
+  if [ -f "$_R/proc/config.gz" ] && [ -r "$_R/proc/config.gz" ] && rtforge_inside "$_R/proc/config.gz"; then
+    _s config; echo /proc/config.gz; gzip -dc "$_R/proc/config.gz" 2>/dev/null | head -c 16777216 | grep -E "$_P"
+  elif [ -f "$_R/boot/config-$(uname -r)" ] && [ -r "$_R/boot/config-$(uname -r)" ]; then
+    _s config; echo "/boot/config-$(uname -r)"; _c "/boot/config-$(uname -r)" 16777216 | grep -E "$_P"
   fi
-  _s online; cat "$_R/sys/devices/system/cpu/online" 2>/dev/null
+  _s online; _c /sys/devices/system/cpu/online
   _s allowed; sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/$$/status 2>/dev/null
   _s ncpus; getconf _NPROCESSORS_ONLN 2>/dev/null || nproc --all 2>/dev/null
   _s ssh; printf '%s\n' "${SSH_CONNECTION:-}"
@@ -74,6 +77,9 @@ rtforge_facts() {
   return 0
 }
 """
+# Files are read bounded and regular-only (data/safe.sh's rtforge_cat): a
+# FIFO or a link to /dev/zero in a --sysroot tree is skipped, not waited on.
+FUNCTION = safesh.functions() + _FUNCTION
 SCRIPT = FUNCTION + 'rtforge_facts "$@"\nexit 0\n'
 NAMES = ("machine", "release", "version", "hostname", "model", "realtime", "os", "bootdir", "tryboot", "bootid",
          "df_boot", "df_root", "grub", "uid", "user", "panic", "cmdline", "config", "online", "allowed", "ncpus", "ssh",
@@ -182,8 +188,10 @@ def from_blocks(v: dict[str, str]) -> DeviceFacts:
     )
 
 
-# The facts, then a caller's command (shell-quoted, in $1), whose output is the block "then".
-SCRIPT_THEN = FUNCTION + '_then=$1; shift\nrtforge_facts "$@"\nprintf \'\\n@@then\\n\'\neval "$_then"\nexit 0\n'
+# The facts, then a caller's command (shell-quoted, in $1), whose output is
+# the block "then" and its exit status the block "then_status".
+SCRIPT_THEN = FUNCTION + ('_then=$1; shift\nrtforge_facts "$@"\nprintf \'\\n@@then\\n\'\neval "$_then"\n'
+                          'printf \'\\n@@then_status\\n%s\\n\' "$?"\nexit 0\n')
 
 
 def read_facts(t: Runs, root: str = "", tools: tuple[str, ...] | list[str] = (), *,
@@ -193,13 +201,14 @@ def read_facts(t: Runs, root: str = "", tools: tuple[str, ...] | list[str] = (),
 
 
 def read_facts_then(t: Runs, root: str = "", tools: tuple[str, ...] | list[str] = (), then: list[str] | None = None,
-                    *, timeout: float | None = None) -> tuple[DeviceFacts, str]:
-    """read_facts, and the output of the command `then` run after them in the same round trip
-    (its exit status is not kept: a caller that needs it asks on its own)."""
+                    *, timeout: float | None = None) -> tuple[DeviceFacts, str, int]:
+    """read_facts, and the output and exit status of the command `then` run
+    after them in the same round trip."""
     if then is None:
         argv = ["/bin/sh", "-c", SCRIPT, "sh", root.rstrip("/"), *tools]
     else:
         argv = ["/bin/sh", "-c", SCRIPT_THEN, "sh", shlex.join(then), root.rstrip("/"), *tools]
     out = t.run(argv, check=True, timeout=timeout, step="reading the board's facts").stdout
     found = blocks(out)
-    return from_blocks(found), found.get("then", "")
+    status = found.get("then_status", "0")
+    return from_blocks(found), found.get("then", ""), int(status) if status.isdigit() else 1
