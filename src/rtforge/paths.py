@@ -3,7 +3,9 @@ writes them.
 
 rtforge runs as root, so where it writes is checked, not assumed: it writes
 only into its store, its cache, the build and dist folders and the output
-paths the user names.  A named output path must be a regular file or not
+paths the user names, and only through the helpers here (write_atomic,
+create_new, open_existing: tests/unit/test_write_paths.py fails on any
+other write), which never write through a link or wait on a FIFO.  A named output path must be a regular file or not
 exist yet -- never a device (``-o /dev/null`` once replaced /dev/null with a
 file), a FIFO, a folder or a symbolic link (the rename would replace the
 link).  Every write goes to a temporary file in the same folder, is synced
@@ -114,14 +116,20 @@ def write_atomic(path: Path | str, data: bytes | str, *, private: bool = False, 
 
     fixed_tmp: the temporary file is always .<name>.tmp, so one left by a
     writer that was SIGKILLed is taken over by the next write (the run
-    store, whose files one process at a time writes)."""
+    store, whose files one process at a time writes): whatever has that
+    name -- a leftover, or a link or a FIFO someone put there -- is removed
+    and a new file made (O_EXCL), never written through or waited on."""
     path = Path(path)
     blob = data.encode() if isinstance(data, str) else data
     tmp: str | None = None
     try:
         if fixed_tmp:
             tmp = str(path.with_name(f".{path.name}.tmp"))
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+            try:
+                os.unlink(tmp)
+            except FileNotFoundError:
+                pass
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         else:  # a short prefix: a name near NAME_MAX must not make the temp name too long
             fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name[:32]}.", suffix=".tmp")
         with os.fdopen(fd, "wb") as f:
@@ -141,6 +149,31 @@ def write_atomic(path: Path | str, data: bytes | str, *, private: bool = False, 
                 os.unlink(tmp)
             except OSError:
                 pass  # it was never made, or the folder went away
+
+
+def create_new(path: Path | str, mode: int = 0o644) -> int:
+    """A write-only fd on a new file at path: what stands there (an old file,
+    or a link or a FIFO someone put) is removed first, and the file made with
+    O_EXCL|O_NOFOLLOW, so it is never written through a link nor waited on.
+    OSError as os.open raises it."""
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+
+
+def open_existing(path: Path | str, flags: int, mode: int = 0o644) -> int:
+    """An fd on a regular file at path, opened (and made, with O_CREAT in
+    flags) without following a link and without waiting on a FIFO; OSError
+    (EINVAL for a FIFO, a device or a folder) otherwise.  For the files kept
+    open or appended to: a lock, a log of windows."""
+    fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, mode)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(errno.EINVAL, "not a regular file", str(path))
+    os.set_blocking(fd, True)
+    return fd
 
 
 def sync_dir(folder: Path) -> None:

@@ -24,6 +24,7 @@ from rich.cells import cell_len
 from rich.live import Live as RichLive
 from rich.table import Table
 
+from .. import paths
 from ..errors import UserError
 from ..fleet import drive, inventory
 from ..fleet.playbook import Interrupted
@@ -241,7 +242,7 @@ def _keep_reports(plan: drive.Plan, results: dict[str, dict]) -> None:
     folder.mkdir(exist_ok=True)
     for host, r in results.items():
         if isinstance(r.get("report"), dict):
-            (folder / f"{host}.json").write_text(json.dumps(r["report"], indent=1) + "\n")
+            paths.write_atomic(folder / f"{host}.json", json.dumps(r["report"], indent=1) + "\n")
 
 
 class _View:

@@ -29,6 +29,7 @@ from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
 
+from .. import paths
 from ..signals import deferred_signals
 from .inventory import ansible_env
 
@@ -43,8 +44,8 @@ class Interrupted(KeyboardInterrupt):
 def playbook_argv(name: str, inventory: str, folder: Path, extra_vars: dict, hosts: list[str],
                   forks: int) -> list[str]:
     """ansible-playbook's command line; the variables and the limit go into files of the campaign's folder."""
-    (folder / "vars.json").write_text(json.dumps(extra_vars, indent=1, sort_keys=True) + "\n")
-    (folder / "limit").write_text("".join(f"{h}\n" for h in hosts))
+    paths.write_atomic(folder / "vars.json", json.dumps(extra_vars, indent=1, sort_keys=True) + "\n")
+    paths.write_atomic(folder / "limit", "".join(f"{h}\n" for h in hosts))
     return ["ansible-playbook", "-i", inventory, f"rtforge.rtforge.{name}", "-e", f"@{folder / 'vars.json'}",
             "--limit", f"@{folder / 'limit'}", "--forks", str(max(1, forks))]
 
@@ -65,7 +66,9 @@ def run(argv: list[str], folder: Path, on_event: Callable[[dict], None],
     if serve is not None:
         argv = serve(os.path.join(private, "forkserver"), argv)
     try:
-        with open(folder / "ansible.stderr", "ab") as err, open(folder / "events.jsonl", "a") as log:
+        append = os.O_WRONLY | os.O_APPEND | os.O_CREAT
+        with os.fdopen(paths.open_existing(folder / "ansible.stderr", append), "ab") as err, \
+                os.fdopen(paths.open_existing(folder / "events.jsonl", append), "a") as log:
             p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=err, stdin=subprocess.DEVNULL, env=env,
                                  text=True, start_new_session=True)
             try:

@@ -1,11 +1,8 @@
-/* The only JSON the probe needs: strings escaped per RFC 8259, and atomic
- * file replacement so a reader (or a crash) never sees half a checkpoint. */
+/* The only JSON the probe needs: strings escaped per RFC 8259. */
 #include "rtprobe.h"
 
-#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 void json_str(FILE *f, const char *s)
 {
@@ -54,36 +51,4 @@ const char *json_quote(const char *s, char *out, size_t size)
     }
     free(buf);
     return out;
-}
-
-int write_atomic(const char *dir, const char *name, const char *data, size_t len)
-{
-    char tmp[4096], dst[4096];
-    snprintf(tmp, sizeof tmp, "%s/.%s.tmp", dir, name);
-    snprintf(dst, sizeof dst, "%s/%s", dir, name);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0)
-        return -1;
-    size_t off = 0;
-    while (off < len) {
-        ssize_t n = write(fd, data + off, len - off);
-        if (n <= 0) {
-            close(fd);
-            unlink(tmp);
-            return -1;
-        }
-        off += (size_t)n;
-    }
-    /* fsync: a board that loses power mid-run must still hold a whole
-     * checkpoint (the remote fetch of a partial run depends on it). */
-    if (fsync(fd) || close(fd) || rename(tmp, dst)) {
-        unlink(tmp);
-        return -1;
-    }
-    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd >= 0) {
-        fsync(dfd);
-        close(dfd);
-    }
-    return 0;
 }

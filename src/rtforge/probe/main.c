@@ -200,7 +200,7 @@ static int all_finished(const struct run *r)
 
 static void write_raw(const struct run *r)
 {
-    FILE *f = fopen(r->cfg.raw_path, "w");
+    FILE *f = file_fcreate(r->cfg.raw_path);
     if (!f)
         fail(1, "cannot write %s: %s", r->cfg.raw_path, strerror(errno));
     fputs("cpu,lat_ns\n", f);

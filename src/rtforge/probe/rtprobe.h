@@ -21,6 +21,7 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/types.h>
 
 #define PROBE_VERSION "1.0"
 /* probe.json layout; bump when a field changes meaning (history in
@@ -220,6 +221,12 @@ const char *json_quote(const char *s, char *out, size_t size);
 /* util */
 int64_t mono_ns(void);
 int64_t real_ns(void);
+
+/* safefile.c: every file the probe creates or writes */
 int write_atomic(const char *dir, const char *name, const char *data, size_t len);
+int file_create(const char *path, mode_t mode);
+FILE *file_fcreate(const char *path);
+int file_open(const char *path, int flags); /* an existing or new regular file (O_CREAT in flags) */
+int owned_dir(const char *dir, char *why, size_t size);
 
 #endif

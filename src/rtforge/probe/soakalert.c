@@ -55,7 +55,8 @@ static const char *start_rtla(struct soak *k, const char *dir, int64_t day)
     sigset_t none;
     sigemptyset(&none);
     posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 1, out, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW, 0644);
+    /* the evidence folder is new (mkdir above): the file is too */
+    posix_spawn_file_actions_addopen(&fa, 1, out, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0644);
     posix_spawn_file_actions_adddup2(&fa, 1, 2);
     posix_spawnattr_init(&at);
     /* every signal is blocked in the probe's threads; rtla must see SIGINT */
@@ -92,7 +93,7 @@ void reap_rtla(struct soak *k, int wait)
     int code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
     char q[300], p[4400];
     snprintf(p, sizeof p, "%s/timerlat.status", k->rtla_dir);
-    FILE *f = fopen(p, "w");
+    FILE *f = file_fcreate(p);
     if (f) {
         fprintf(f, "%d\n", code);
         fclose(f);
@@ -116,7 +117,7 @@ void put_alert(struct soak *k, FILE *f, struct wacc *a, int64_t start_real, int6
     qsort(a->top, (size_t)a->ntop, sizeof *a->top, cmp_spike);
     char csv[4300];
     snprintf(csv, sizeof csv, "%s/spikes.csv", dir);
-    FILE *c = fopen(csv, "w");
+    FILE *c = file_fcreate(csv);
     if (c) {
         fputs("cpu,time_ns,lat_ns\n", c);
         for (int i = 0; i < a->ntop; i++)

@@ -46,7 +46,7 @@ int store_append(const struct soak *k, const char *rel, const char *line, size_t
     char path[4200];
     if (store_path(k, path, sizeof path, "%s", rel))
         return -1;
-    int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+    int fd = file_open(path, O_WRONLY | O_APPEND | O_CREAT);
     if (fd < 0)
         return -1;
     size_t off = 0;
@@ -328,9 +328,21 @@ static int read_line_file(const char *path, char *buf, size_t size)
  * a kernel change (uname -r or -v).  NULL, or why not (and an exit status). */
 const char *store_open(struct soak *k, int *status)
 {
-    static char err[600];
+    static char err[1400];
     const char *dir = k->r->cfg.state_dir;
     static const char *subs[] = { "", "/windows", "/hours", "/days", "/evidence" };
+    /* the folder is root's alone: others' files in it would be read as ours, and the probe writes there as root */
+    if (mkdir(dir, 0755) && errno != EEXIST) {
+        snprintf(err, sizeof err, "cannot create %.500s: %s", dir, strerror(errno));
+        *status = 2;
+        return err;
+    }
+    char why[1200];
+    if (owned_dir(dir, why, sizeof why)) {
+        snprintf(err, sizeof err, "cannot use the monitor's folder: %s", why);
+        *status = 2;
+        return err;
+    }
     for (unsigned i = 0; i < sizeof subs / sizeof *subs; i++) {
         char p[4200];
         snprintf(p, sizeof p, "%s%s", dir, subs[i]);
@@ -344,7 +356,7 @@ const char *store_open(struct soak *k, int *status)
     }
     char path[4200];
     store_path(k, path, sizeof path, "lock");
-    k->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+    k->lock_fd = file_open(path, O_RDWR | O_CREAT);
     if (k->lock_fd < 0) {
         snprintf(err, sizeof err, "cannot open %.500s: %s", path, strerror(errno));
         *status = 2;

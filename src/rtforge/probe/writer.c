@@ -29,7 +29,7 @@ static FILE *open_out(const struct run *r, const char *name, const char *header)
 {
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", r->cfg.out_dir, name);
-    FILE *f = fopen(path, "w");
+    FILE *f = file_fcreate(path);
     if (f && header)
         fputs(header, f);
     return f;

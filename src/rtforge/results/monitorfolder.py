@@ -23,7 +23,7 @@ import re
 from pathlib import Path
 
 from ..errors import UserError
-from ..paths import sync_dir, write_atomic
+from ..paths import open_existing, sync_dir, write_atomic
 from .schema import Damaged
 from .windows import NAME_RE, parse_rollup, parse_window, read_records
 
@@ -93,7 +93,11 @@ class MonitorFolder:
         if not lines:
             return
         target = self._mkdirs(rel)
-        fd = os.open(target, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        try:
+            fd = open_existing(target, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+        except OSError as e:
+            raise UserError(f"cannot append to {target}: {e.strerror} (a link, a FIFO or a folder has its name); "
+                            "remove it") from None
         try:
             data = b"".join(lines)
             while data:

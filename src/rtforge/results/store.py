@@ -49,7 +49,7 @@ from pathlib import Path
 
 from .. import paths
 from ..errors import UserError
-from ..paths import sync_dir
+from ..paths import open_existing, sync_dir
 from .display import clean
 from .index import (
     _INSERT,
@@ -118,13 +118,12 @@ class Store:
         self._writable_root()
         lock = self.root / ".lock"
         try:
-            fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+            fd = open_existing(lock, os.O_RDWR | os.O_CREAT)
         except OSError as e:
-            why = "is a symbolic link" if e.errno == errno.ELOOP else f"cannot be opened ({e.strerror})"
+            why = ("is a symbolic link" if e.errno == errno.ELOOP else "is not a regular file"
+                   if e.errno == errno.EINVAL else f"cannot be opened ({e.strerror})")
             raise UserError(f"the run store's lock {lock} {why}: remove it and try again") from None
         try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                raise UserError(f"the run store's lock {lock} is not a regular file: remove it and try again")
             fcntl.flock(fd, fcntl.LOCK_EX)
             self._held = 1
             yield
