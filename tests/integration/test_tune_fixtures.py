@@ -5,6 +5,7 @@ byte what it was.  The Wi-Fi driver behind `iw` is simulated."""
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -111,25 +112,29 @@ def test_dry_run_changes_nothing(pi3, capsys):
     assert tree_digest(pi3) == before and not (pi3 / STATE).exists()
 
 
+@pytest.mark.root   # mount --bind
 def test_a_refused_write_is_reported_and_not_saved(pi3, capsys):
     """The kernel refuses some writes (a managed or per-CPU interrupt: EIO).
-    Here IRQ 62's file is this machine's read-only /sys/devices/system/cpu/online
-    (it reads "0-1"; the kernel refuses to open it for writing, root or not):
-    the rest is applied, the refused one is named and left out of the state,
-    and revert restores the rest."""
+    Here IRQ 62's file is this machine's read-only /sys/devices/system/cpu/online,
+    bound onto it (a bind mount, not a link: a link out of the tree is never
+    followed; it reads "0-1", and the kernel refuses to open it for writing,
+    root or not): the rest is applied, the refused one is named and left out
+    of the state, and revert restores the rest."""
     online = Path("/sys/devices/system/cpu/online").read_text().strip()
     assert online.startswith("0-"), f"needs a machine with 2 CPUs or more, online: {online}"
     target = pi3 / "proc/irq/62/smp_affinity_list"
-    target.unlink()
-    target.symlink_to("/sys/devices/system/cpu/online")
-    before = tree_digest(pi3)
-    assert main(["tune", "--sysroot", str(pi3), "--isolate", "1"]) == 1      # the boot words could not be put in place
-    out = capsys.readouterr().out
-    assert "not changed: IRQ 62 dwc_otg" in out and "Permission denied" in out
-    saved = {s["target"] for s in json.loads(read(pi3, STATE))["settings"]}
-    assert "/proc/irq/62/smp_affinity_list" not in saved and "/proc/irq/92/smp_affinity_list" in saved
-    assert main(["tune", "--sysroot", str(pi3), "--revert"]) == 0
-    assert tree_digest(pi3) == before
+    subprocess.run(["mount", "--bind", "/sys/devices/system/cpu/online", str(target)], check=True)
+    try:
+        before = tree_digest(pi3)
+        assert main(["tune", "--sysroot", str(pi3), "--isolate", "1"]) == 1   # the boot words could not be put in place
+        out = capsys.readouterr().out
+        assert "not changed: IRQ 62 dwc_otg" in out and "Permission denied" in out
+        saved = {s["target"] for s in json.loads(read(pi3, STATE))["settings"]}
+        assert "/proc/irq/62/smp_affinity_list" not in saved and "/proc/irq/92/smp_affinity_list" in saved
+        assert main(["tune", "--sysroot", str(pi3), "--revert"]) == 0
+        assert tree_digest(pi3) == before
+    finally:
+        subprocess.run(["umount", str(target)], check=True)
 
 
 def test_the_first_before_value_wins(pi3):

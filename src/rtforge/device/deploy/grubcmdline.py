@@ -69,8 +69,8 @@ def _update_grub(board: Device) -> str | None:
 
 
 def read_dropin(board: Device) -> str | None:
-    r = board.t.run(["cat", "--", board.path(DROPIN)], sudo=True)
-    return r.stdout if r.returncode == 0 else None
+    data = board.t.read_optional(board.path(DROPIN), sudo=True, step="reading GRUB's drop-in")
+    return data.decode(errors="replace") if data is not None else None
 
 
 def put_dropin(board: Device, text: str | None) -> None:

@@ -6,6 +6,9 @@ from __future__ import annotations
 from ..transport.transport import CommandFailed
 from .bootparse import boot_path
 
+# Everything bootcheck reads of a boot partition (config.txt and its includes, cmdline.txt, an image's header)
+BOOT_FILE_LIMIT = 4 << 20
+
 
 class RemoteBootFiles:
     def __init__(self, target, boot_dir: str):
@@ -24,10 +27,11 @@ class RemoteBootFiles:
             if p is None:
                 self._cache[key] = None
             else:
-                # head -c: only the first bytes of a kernel image are needed
-                argv = ["head", "-c", str(limit), "--", p] if limit else ["cat", "--", p]
+                # only the first bytes of a kernel image are needed; a boot partition's text files are small,
+                # and a FIFO or a device there is refused, not read
                 try:
-                    self._cache[key] = self.target.t.run_bytes(argv, step="reading the boot partition")
+                    self._cache[key] = self.target.t.read_optional(p, limit=limit or BOOT_FILE_LIMIT, head=bool(limit),
+                                                                   step="reading the boot partition")
                 except CommandFailed:
                     self._cache[key] = None
         return self._cache[key]

@@ -52,11 +52,14 @@ FILES = [
 # $1 root, $2 window in seconds (0: no sampling).  Each block starts on a
 # line of its own: "@@f PATH", "@@c NAME" (command output), "@@rc NAME N",
 # "@@w IFACE" (a wireless interface), "@@s N WHAT" (sample N).
+# Files: bounded, regular only, and under a tree (--sysroot) only those whose
+# real path stays inside it (data/safe.sh's rtforge_cat, in facts.FUNCTION).
 _PRELUDE = r"""
-R="$1"; W="$2"
+R="$1"; W="$2"; RTFORGE_ROOT="$R"
 f() {
   for p in "$@"; do
-    if [ -f "$p" ] && [ -r "$p" ]; then printf '\n@@f %s\n' "${p#"$R"}"; cat "$p" 2>/dev/null; fi
+    [ -f "$p" ] && [ -r "$p" ] && rtforge_inside "$p" || continue
+    printf '\n@@f %s\n' "${p#"$R"}"; rtforge_cat "$p" 2>/dev/null
   done
 }
 c() { n="$1"; shift; printf '\n@@c %s\n' "$n"; "$@" 2>&1; r=$?; printf '\n@@rc %s %s\n' "$n" "$r"; }
@@ -64,9 +67,11 @@ have() { command -v "$1" >/dev/null 2>&1; }
 """
 
 _TAIL = r"""
-rel=$(cat "$R/proc/sys/kernel/osrelease" 2>/dev/null)
+rel=$(rtforge_cat "$R/proc/sys/kernel/osrelease" 256 2>/dev/null)
 f "$R/boot/config-$rel"
-if [ -r "$R/proc/config.gz" ]; then c config.gz gzip -dc "$R/proc/config.gz"; fi
+if [ -f "$R/proc/config.gz" ] && [ -r "$R/proc/config.gz" ] && rtforge_inside "$R/proc/config.gz"; then
+  c config.gz sh -c 'gzip -dc "$1" | head -c 16777216' sh "$R/proc/config.gz"
+fi
 for i in "$R"/sys/class/net/*; do
   if [ -e "$i/phy80211" ] || [ -e "$i/wireless" ]; then
     n=${i##*/}; printf '\n@@w %s\n' "$n"
@@ -89,9 +94,12 @@ if [ "$P" != no ]; then
   c fds priv sh -c 'ls -l /dev/null "$1"/proc/[0-9]*/fd 2>/dev/null | grep -e "^/" -e cpu_dma_latency' sh "$R"
 fi
 sample() {
-  printf '\n@@s %s uptime\n' "$1"; cat "$R/proc/uptime"
-  printf '\n@@s %s interrupts\n' "$1"; cat "$R/proc/interrupts" 2>/dev/null
-  printf '\n@@s %s stat\n' "$1"; cat "$R"/proc/[0-9]*/task/[0-9]*/stat 2>/dev/null
+  printf '\n@@s %s uptime\n' "$1"; rtforge_cat "$R/proc/uptime"
+  printf '\n@@s %s interrupts\n' "$1"; rtforge_cat "$R/proc/interrupts" 2>/dev/null
+  printf '\n@@s %s stat\n' "$1"
+  # the kernel's own /proc at once; a tree's files one by one, checked
+  if [ -z "$R" ]; then cat /proc/[0-9]*/task/[0-9]*/stat 2>/dev/null
+  else for t in "$R"/proc/[0-9]*/task/[0-9]*/stat; do rtforge_cat "$t" 4096 2>/dev/null; done; fi
 }
 if [ "$W" != 0 ]; then sample 1; sleep "$W"; sample 2; fi
 exit 0

@@ -20,7 +20,9 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 
-STATE_PATH = "/var/lib/rtforge/tune-state.json"
+from ..transport.safesh import BOARD_DIR, ensure_owned
+
+STATE_PATH = f"{BOARD_DIR}/tune-state.json"
 FORMAT_VERSION = 2
 
 
@@ -80,8 +82,10 @@ def parse_state(text: str | None) -> TuneState | None:
 
 def load_state(board) -> TuneState | None:
     """The state on the target now (not from a snapshot: a reboot or a write may have happened since)."""
-    r = board.t.run(["cat", "--", board.path(STATE_PATH)])
-    return parse_state(r.stdout) if r.returncode == 0 else None
+    if not board.t.exists(board.path(STATE_PATH)):
+        return None
+    # bounded, regular files only: a FIFO or /dev/zero put there is refused, not read forever
+    return parse_state(board.t.read_text(board.path(STATE_PATH), step=f"reading {STATE_PATH}"))
 
 
 def save_state(board, state: TuneState | None) -> None:
@@ -89,5 +93,7 @@ def save_state(board, state: TuneState | None) -> None:
     if state is None or state.empty():
         board.t.run(["rm", "-f", "--", path], sudo=True, check=True, step=f"removing {STATE_PATH}")
         return
-    board.t.run(["mkdir", "-p", "--", path.rsplit("/", 1)[0]], sudo=True, check=True, step="creating /var/lib/rtforge")
+    # root's own folder, readable by doctor's login: never one another user made (or a link out of a --sysroot)
+    folder = path.rsplit("/", 1)[0]
+    ensure_owned(board.t, folder, readable=(folder,), step=f"making {STATE_PATH.rsplit('/', 1)[0]}")
     board.t.write_bytes(path, state.to_json().encode(), sudo=True, step=f"saving {STATE_PATH}")

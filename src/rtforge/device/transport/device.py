@@ -64,7 +64,7 @@ class Device:
         return ["dpkg-query", *([f"--root={self.root}"] if self.root else []), *args]
 
     def boot_id(self) -> str:
-        return self.t.run(["cat", self.path("/proc/sys/kernel/random/boot_id")]).stdout.strip()
+        return self.t.read_text(self.path("/proc/sys/kernel/random/boot_id"), step="reading the boot id").strip()
 
     # -- its boot loader ---------------------------------------------------------
     def runs_grub(self) -> bool:

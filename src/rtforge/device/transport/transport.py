@@ -25,16 +25,22 @@ import tempfile
 from abc import ABC, abstractmethod
 from pathlib import Path
 
+from ... import paths
 from ...errors import UserError
+from . import safesh
 from .facts import uid_is_root
 
 _PR_SET_PDEATHSIG = 1
 _libc = ctypes.CDLL(None, use_errno=True)
 
-# Write to a temporary name, flush it to storage, then rename: a reader (or a
-# power cut) sees the old file or the new one, never half of one.  "$1" is
-# the path, passed as an argument, so nothing in it is interpreted.
-_ATOMIC_WRITE = 'set -e; tmp="$1.rtforge-tmp"; cat > "$tmp"; chmod "$2" "$tmp"; sync "$tmp"; mv -f "$tmp" "$1"; sync "$(dirname "$1")"'  # noqa: E501 (verbatim)
+# Write to a new temporary file (mktemp: never through a link another user
+# put there), flush it to storage, then rename: a reader (or a power cut)
+# sees the old file or the new one, never half of one.  "$1" is the path,
+# passed as an argument, so nothing in it is interpreted.
+_ATOMIC_WRITE = safesh.script('rtforge_write "$1" "$2"')
+# A file's bytes, bounded, from a regular file only (a FIFO would block, /dev/zero never end).
+# Status 1: there is no such file; NOT_REGULAR: refused.
+_READ = safesh.script('[ -e "$1" ] || [ -L "$1" ] || exit 1; rtforge_cat "$1" "$2"; s=$?; [ $s = 1 ] && s=2; exit $s')
 
 
 def _what(argv: list[str], step: str | None) -> str:
@@ -51,7 +57,8 @@ def _die_with_parent() -> None:  # runs in the child between fork and exec
 def spawn_here(argv, *, log=None, errors_only=False) -> subprocess.Popen:
     """Start a process on this machine in a session of its own, dying with
     us; its output appended to `log` (errors_only: stderr alone)."""
-    out = open(log, "ab") if log else subprocess.DEVNULL
+    out = os.fdopen(paths.open_existing(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT), "ab") if log \
+        else subprocess.DEVNULL
     try:
         return subprocess.Popen(
             argv,
@@ -212,7 +219,7 @@ class Transport(ABC):
         if sudo and not self.is_root():
             argv = ["sudo", "-n", "--", *argv]
         size = 0
-        with open(dest, "wb") as out, tempfile.TemporaryFile() as err:
+        with os.fdopen(paths.create_new(dest), "wb") as out, tempfile.TemporaryFile() as err:
             proc = subprocess.Popen(self.local_argv(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                     stderr=err, env=self.local_env())
             assert proc.stdout is not None
@@ -255,11 +262,40 @@ class Transport(ABC):
     def exists(self, path: str) -> bool:
         return self.run(["test", "-e", path]).returncode == 0
 
-    def read_bytes(self, path: str, *, sudo: bool = False, step: str | None = None) -> bytes:
-        return self.run_bytes(["cat", "--", path], sudo=sudo, step=step)
+    def read_bytes(self, path: str, *, sudo: bool = False, step: str | None = None,
+                   limit: int = safesh.READ_LIMIT) -> bytes:
+        """A regular file's bytes, at most `limit` of them: a FIFO, a device
+        or a folder there is refused (UserError), not read; a missing file is
+        CommandFailed."""
+        data = self.read_optional(path, sudo=sudo, step=step, limit=limit)
+        if data is None:
+            raise CommandFailed(f"{step or f'reading {path}'} failed on {self.name}: there is no {path}")
+        return data
 
-    def read_text(self, path: str, *, sudo: bool = False, step: str | None = None) -> str:
-        return self.read_bytes(path, sudo=sudo, step=step).decode(errors="replace")
+    def read_optional(self, path: str, *, sudo: bool = False, step: str | None = None,
+                      limit: int = safesh.READ_LIMIT, head: bool = False) -> bytes | None:
+        """read_bytes, or None when there is no such file.  head: the first
+        `limit` bytes are wanted (a kernel image's header), not the whole file."""
+        argv = ["sh", "-c", _READ, "sh", path, str(limit if head else limit + 1)]
+        if sudo and not self.is_root():
+            argv = ["sudo", "-n", "--", *argv]
+        raw = self._call(argv, None, None, step)
+        if raw.returncode == 1 and not raw.stdout:
+            return None
+        if raw.returncode == safesh.NOT_REGULAR:
+            raise UserError(f"{path} on {self.name} is not a regular file (a FIFO, a device, a folder, or a "
+                            "link out of the tree): rtforge reads only regular files there; remove it")
+        if raw.returncode:
+            detail = failure_detail(raw.stderr.decode(errors="replace"), raw.returncode, self.name)
+            raise CommandFailed(f"{step or f'reading {path}'} failed on {self.name}: {detail}")
+        if len(raw.stdout) > limit:
+            raise UserError(f"{path} on {self.name} is larger than {limit:,} bytes, far more than rtforge "
+                            "reads there: is it the file it should be?")
+        return raw.stdout
+
+    def read_text(self, path: str, *, sudo: bool = False, step: str | None = None,
+                  limit: int = safesh.READ_LIMIT) -> str:
+        return self.read_bytes(path, sudo=sudo, step=step, limit=limit).decode(errors="replace")
 
     def write_bytes(
         self, path: str, data: bytes, *, mode: str = "644", sudo: bool = False, step: str | None = None
@@ -277,7 +313,8 @@ class Transport(ABC):
                        timeout: float | None = None, step: str | None = None) -> subprocess.CompletedProcess:
         """write_bytes(path, data), then argv, in one round trip; argv's result
         (a failed write: its own non-zero status, argv not run)."""
-        return self.run(["sh", "-c", _ATOMIC_WRITE + '; shift 2; exec "$@"', "sh", path, "644", *argv], input=data,
+        return self.run(["sh", "-c", _ATOMIC_WRITE + ' || exit; shift 2; exec "$@"', "sh", path, "644", *argv],
+                        input=data,
                         sudo=sudo, timeout=timeout, step=step or f"writing {path}")
 
     def put(self, local: Path, remote: str, *, sudo: bool = False, step: str | None = None) -> None:

@@ -103,7 +103,7 @@ def apply(board: Device, changes: list, *, on_step: Callable[[str], None] | None
 
 def running_has(board: Device, settings: list[SavedSetting]) -> dict[str, bool]:
     """{key: whether the running kernel's /proc/cmdline has the word applied}."""
-    words = board.t.run(["cat", board.path("/proc/cmdline")]).stdout.split()
+    words = board.t.read_text(board.path("/proc/cmdline"), step="reading /proc/cmdline").split()
     return {s.key: s.applied in words for s in settings}
 
 

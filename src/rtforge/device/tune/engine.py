@@ -31,6 +31,7 @@ from ...errors import UserError
 from ..state.procparse import Unread, target_cpulist, user_cpulist
 from ..state.snapshot import Snapshot, parse_output, take_snapshot
 from ..state.tunestate import STATE_PATH, SavedSetting, TuneState, load_state, parse_state, save_state
+from ..transport import safesh
 from ..transport.device import Device
 from . import boottime
 from .boottime import BootResult
@@ -38,19 +39,25 @@ from .operations import ONLINE, OPERATIONS, Change, boot_isolated, operation_nam
 
 # $1 root, then path value pairs.  tee (not the shell's printf) reports the
 # kernel's reason when a write is refused (dash only says "I/O error").
-_WRITE_FILES = r"""
-R="$1"; shift
+# Under a tree (--sysroot) a file is written only when its real path stays
+# inside the tree (a link to the machine's own /proc is refused), and only a
+# regular file is written or read (a FIFO would block): data/safe.sh.
+_WRITE_FILES = safesh.script(r"""
+R="$1"; shift; RTFORGE_ROOT="$R"
 while [ $# -ge 2 ]; do
   p="$1"; v="$2"; shift 2
   if [ ! -e "$R$p" ]; then printf '@@gone %s\n' "$p"; continue; fi
+  if [ ! -f "$R$p" ] || ! rtforge_inside "$R$p"; then
+    printf '@@err %s\t%s\n' "$p" "not a regular file inside the target's tree (a link out of it, a FIFO?)"; continue
+  fi
   if err=$(printf '%s\n' "$v" | tee "$R$p" 2>&1 >/dev/null); then printf '@@ok %s\n' "$p"
   else printf '@@err %s\t%s\n' "$p" "$(printf '%s' "$err" | tr '\n' ' ')"; fi
 done
-"""
-_READ_FILES = r"""
-R="$1"; shift
-for p in "$@"; do if [ -r "$R$p" ]; then printf '\n@@f %s\n' "$p"; cat "$R$p"; fi; done
-"""
+""")
+_READ_FILES = safesh.script(r"""
+R="$1"; shift; RTFORGE_ROOT="$R"
+for p in "$@"; do if [ -r "$R$p" ] && [ -f "$R$p" ]; then printf '\n@@f %s\n' "$p"; rtforge_cat "$R$p"; fi; done
+""")
 _WIFI = r"""
 op="$1"; shift
 for i in "$@"; do
