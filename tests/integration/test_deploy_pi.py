@@ -77,7 +77,7 @@ def test_success_commits_and_the_new_kernel_boots_by_default(pi):
     backups = sorted((root / "boot/firmware").glob("config.txt.rtforge-*"))
     assert len(backups) == 1 and backups[0].read_bytes() == original
     assert not (root / "boot/firmware/tryboot.txt").exists()
-    assert not (root / "var/tmp/rtforge-staging").exists() or not any((root / "var/tmp/rtforge-staging").iterdir())
+    assert not (root / "var/lib/rtforge/staging").exists() or not any((root / "var/lib/rtforge/staging").iterdir())
     pdir = root / "boot/firmware" / prefix_for(RT)
     assert (pdir / "kernel8-rtforge.img").read_bytes() == (bundle.root / "boot/kernel8-rtforge.img").read_bytes()
     assert (pdir / "overlays/README").exists() and (pdir / "cmdline.txt").read_bytes() == \
@@ -118,7 +118,7 @@ def test_checksum_mismatch_on_the_board_unwinds(pi):
     before = snapshot(root)
     with pytest.raises(
         UploadDamaged,
-        match=rf"the upload to board is damaged: \S+/var/tmp/rtforge-staging/{RT}/"
+        match=rf"the upload to board is damaged: \S+/var/lib/rtforge/staging/{RT}/"
         r"boot/bcm2711-rpi-4-b\.dtb differs from what was sent;",
     ):
         deploy_pi(board, bundle)

@@ -32,7 +32,7 @@ def test_deploy_to_the_wrong_machine_is_refused(sshd, capsys, tmp_path):
     err = capsys.readouterr().err.strip()
     assert err.startswith(f"rtforge: error: board is {os.uname().machine} but the bundle is for aarch64")
     assert len(err.splitlines()) == 1
-    assert not os.path.exists("/var/tmp/rtforge-staging/6.12.0-rt5-rtforge")
+    assert not os.path.exists("/var/lib/rtforge/staging/6.12.0-rt5-rtforge")
 
 
 @pytest.mark.parametrize("argv, message", [

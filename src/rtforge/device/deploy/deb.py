@@ -32,7 +32,7 @@ from ..transport.transport import sha256_file
 from .grubtry import GrubTry
 from .manifest import uname_v_marker
 from .steps import Steps
-from .tryonce import STAGING, DeployResult, Expect, Payload, try_once
+from .tryonce import STAGING, DeployResult, Expect, Payload, make_staging, try_once
 
 APT_TIMEOUT_S = 1800
 DEB_ARCH = {"amd64": "x86_64", "arm64": "aarch64", "armhf": "armv7l", "armel": "armv6l", "i386": "i686"}
@@ -116,7 +116,7 @@ class DebPayload(Payload):
         t, staged = self.mech.target.t, self.staged()
 
         def put():
-            t.run(["mkdir", "-p", self.mech.target.path(STAGING)], sudo=True, check=True, step="upload")
+            make_staging(self.mech.target)
             t.put_verified(self.deb.path, staged, sudo=True, step="upload")
         steps.run("upload", put, lambda: t.run(["rm", "-f", staged], sudo=True), partial=True)
 

@@ -28,7 +28,7 @@ from ..transport.facts import DeviceFacts
 from .bundle import Bundle
 from .pitry import PiPayload, PiTryboot
 from .steps import Steps
-from .tryonce import STAGING, DeployResult, Expect, try_once
+from .tryonce import STAGING, DeployResult, Expect, make_staging, try_once
 
 MARGIN_KB = 4096
 APT_TIMEOUT_S = 1800
@@ -94,7 +94,8 @@ class BundlePayload(PiPayload):
 
     def upload(self, steps: Steps) -> None:
         def put():
-            self.sh('rm -rf "$1" && mkdir -p "$1"', self.staging(), step="upload")
+            make_staging(self.mech.target)
+            self.sh('rm -rf "$1" && mkdir -- "$1"', self.staging(), step="upload")
             # held to the manifest's sums (which bundle.verify checked here)
             self.t.put_verified(self.bundle.root, self.staging(), expected=self.bundle.files, sudo=True, step="upload")
         steps.run("upload", put, lambda: self.sh('rm -rf "$1"', self.staging(), step="cleanup"), partial=True)

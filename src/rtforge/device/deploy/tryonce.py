@@ -31,10 +31,21 @@ from typing import Any
 from ... import tools
 from ..transport.device import Device
 from ..transport.facts import DeviceFacts
+from ..transport.safesh import BOARD_DIR, ensure_owned
 from .manifest import kernel_problems
 from .steps import Steps
 
-STAGING = "/var/tmp/rtforge-staging"  # uploads wait here until installed
+# Uploads wait here until installed: in root's own folder, never in a place
+# such as /var/tmp where another user could make the folder first and swap a
+# verified file before it is installed (transport/safesh.py checks it).
+STAGING = f"{BOARD_DIR}/staging"
+
+
+def make_staging(target: Device) -> str:
+    """The staging folder on the target, made or checked as root's own; its path."""
+    ensure_owned(target.t, target.path(BOARD_DIR), target.path(STAGING), readable=(target.path(BOARD_DIR),),
+                 step="making the staging folder")
+    return target.path(STAGING)
 
 
 @dataclass
