@@ -65,8 +65,10 @@ class Fetched:
 
 
 def _board_host(transport: Transport, state_dir: str) -> str:
-    r = transport.run(["sed", "-n", "s/^host //p", "--", f"{state_dir}/state"], step="reading the monitor's state")
-    name = r.stdout.strip().splitlines()[0] if r.returncode == 0 and r.stdout.strip() else ""
+    # bounded, regular files only: --state-dir may name a folder others can write
+    data = transport.read_optional(f"{state_dir}/state", step="reading the monitor's state", limit=65536)
+    hosts = [ln[5:] for ln in (data or b"").decode(errors="replace").splitlines() if ln.startswith("host ")]
+    name = hosts[0].strip() if hosts else ""
     if not name:
         where = "this machine" if transport.name == "this machine" else transport.name
         raise UserError(f"no monitor has run on {where} (no {state_dir}/state): "

@@ -14,6 +14,8 @@ import time
 from dataclasses import dataclass, field
 
 from ..device import LocalTransport, Transport
+from ..device.transport import safesh
+from ..device.transport.safesh import ensure_owned
 from ..errors import UserError
 from ..measure.runner import BASE_DIR, busy_with
 from . import board
@@ -30,14 +32,35 @@ def _systemd_quote(arg: str) -> str:
     return '"' + arg.replace("\\", "\\\\").replace('"', '\\"').replace("%", "%%").replace("$", "$$") + '"'
 
 
+def _path_words(paths: list[str]) -> str:
+    """Paths for ReadWritePaths= (space-separated; a path with a space is quoted)."""
+    return " ".join(_systemd_quote(p) for p in paths)
+
+
+# tracefs, where rtla (--alert-us on a kernel with timerlat) sets up its tracer
+TRACEFS = ("/sys/kernel/tracing", "/sys/kernel/debug/tracing")
+
+
 def unit_text(spec: MonitorSpec) -> str:
+    """The unit, hardened as a root daemon on a shared board should be
+    (`systemd-analyze security` holds it to 5.0 or less; tests/integration/
+    test_monitor_unit.py): a read-only system but for its own folders, no
+    network, no new privileges, and of root's capabilities only what
+    real-time measuring needs (SCHED_FIFO: CAP_SYS_NICE; mlockall:
+    CAP_IPC_LOCK) -- root's own files (/dev/cpu_dma_latency, tracefs)
+    need none."""
+    writable = [spec.state_dir] + ([spec.textfile_dir] if spec.textfile_dir else [])
+    tracing = ""
+    if spec.alert_us and spec.rtla:
+        # "-": a kernel mounts one of the two
+        tracing = "ReadWritePaths=" + " ".join(f"-{p}" for p in TRACEFS) + "\n"
     return f"""\
 # Written by `rtforge monitor start`; `rtforge monitor stop --uninstall` removes it.
 [Unit]
 Description=rtforge latency monitor (windowed maxima, Prometheus textfile)
-# windows are stamped with the wall clock: after it is set, where the board waits for that
+# windows are stamped with the wall clock: after it is set, where the board
+# waits for that (ordering only: the monitor does not pull in a time service)
 After=local-fs.target time-sync.target
-Wants=time-sync.target
 
 [Service]
 Type=simple
@@ -51,6 +74,32 @@ LimitRTPRIO=infinity
 LimitMEMLOCK=infinity
 # on SIGTERM the probe closes its last window and files its hour and day
 TimeoutStopSec=30s
+# Hardening: a root daemon on a board other users share
+CapabilityBoundingSet=CAP_SYS_NICE CAP_IPC_LOCK
+NoNewPrivileges=yes
+ProtectSystem=strict
+ReadWritePaths={_path_words(writable)}
+{tracing}ProtectHome=yes
+PrivateTmp=yes
+PrivateNetwork=yes
+IPAddressDeny=any
+RestrictAddressFamilies=AF_UNIX
+DevicePolicy=closed
+DeviceAllow=/dev/cpu_dma_latency rw
+ProtectKernelTunables=yes
+ProtectKernelModules=yes
+ProtectKernelLogs=yes
+ProtectControlGroups=yes
+ProtectClock=yes
+ProtectHostname=yes
+RestrictNamespaces=yes
+RestrictSUIDSGID=yes
+LockPersonality=yes
+MemoryDenyWriteExecute=yes
+SystemCallArchitectures=native
+SystemCallFilter=@system-service
+SystemCallFilter=~@privileged @mount @swap @reboot @raw-io @obsolete @cpu-emulation @debug @module @clock
+UMask=0022
 
 [Install]
 WantedBy=multi-user.target
@@ -102,6 +151,8 @@ def start(transport: Transport, spec: MonitorSpec, *, on_step=lambda s: None) ->
     elif spec.textfile_dir is not None and transport.run(["test", "-d", spec.textfile_dir]).returncode:
         raise UserError(f"--textfile-dir {spec.textfile_dir} is not a folder {board.where(transport)}: create it, "
                         f"or install prometheus-node-exporter (its folder is {DEBIAN_TEXTFILE_DIR})")
+    # root's own (the probe refuses another's too); made here: the service's file system is read-only but for it
+    ensure_owned(transport, spec.state_dir, readable=(spec.state_dir,), step="making the monitor's folder")
     board.install_probe(transport, f, on_step)
     board.check_privileges(transport, spec)
     note = board.choose_rtla(transport, f, spec)
@@ -150,8 +201,9 @@ def _foreground(transport: Transport, state_dir: str) -> str | None:
 
 
 def _state(transport: Transport, state_dir: str) -> dict[str, str]:
-    r = transport.run(["cat", "--", f"{state_dir}/state"])
-    return dict(line.partition(" ")[::2] for line in r.stdout.splitlines()) if r.returncode == 0 else {}
+    # bounded, regular files only: --state-dir may name a folder others can write
+    data = transport.read_optional(f"{state_dir}/state", step="reading the monitor's state")
+    return dict(line.partition(" ")[::2] for line in data.decode(errors="replace").splitlines()) if data else {}
 
 
 def stop(transport: Transport, *, uninstall: bool = False) -> bool:
@@ -168,24 +220,28 @@ def stop(transport: Transport, *, uninstall: bool = False) -> bool:
     return True
 
 
-# One round trip: the service, the folder's state and what it holds.
-_STATUS = r"""
+# One round trip: the service, the folder's state and what it holds.  Only
+# regular files are read (a FIFO would block: --state-dir may name a folder
+# others can write), the state bounded (data/safe.sh's rtforge_cat).
+_STATUS = safesh.script(r"""
 S=$1
 if command -v systemctl >/dev/null 2>&1 && [ -d /run/systemd/system ]; then
     systemctl show rtforge-monitor.service -p LoadState -p ActiveState -p SubState -p ActiveEnterTimestamp \
         -p MainPID -p UnitFileState 2>/dev/null | sed 's/^/svc /'
 fi
-[ -r "$S/state" ] && sed 's/^/state /' "$S/state"
-p=$(sed -n 's/^pid //p' "$S/state" 2>/dev/null)
+if [ -e "$S/state" ] && [ ! -f "$S/state" ]; then echo "refused state"; exit 0; fi
+st=$(rtforge_cat "$S/state" 65536 2>/dev/null)
+[ -n "$st" ] && printf '%s\n' "$st" | sed 's/^/state /'
+p=$(printf '%s\n' "$st" | sed -n 's/^pid //p')
 [ -n "$p" ] && [ -r "/proc/$p/comm" ] && printf 'alive %s\n' "$(cat "/proc/$p/comm")"
 n=0
 for f in "$S"/windows/*.jsonl; do [ -f "$f" ] && n=$((n + $(wc -l < "$f"))); done
 echo "windows $n"
 for f in "$S"/events.1.jsonl "$S"/events.jsonl; do [ -f "$f" ] && grep '"event":"gap"' "$f"; done | sed 's/^/gap /'
 last=$(ls "$S"/windows/*.jsonl 2>/dev/null | tail -n 1)
-[ -n "$last" ] && printf 'last %s\n' "$(tail -n 1 "$last" | head -c 8000000)"
+[ -f "$last" ] && printf 'last %s\n' "$(tail -n 1 "$last" | head -c 8000000)"
 printf 'du %s\n' "$(du -sk "$S" 2>/dev/null | cut -f1)"
-"""
+""")
 
 
 @dataclass
@@ -208,6 +264,9 @@ def status(transport: Transport, state_dir: str) -> Status:
         if key == "svc" and "=" in rest:
             k, _, v = rest.partition("=")
             st.service[k] = v
+        elif key == "refused":
+            raise UserError(f"{state_dir}/state {board.where(transport)} is not a regular file (a FIFO, a device, "
+                            "a folder?): it is not a monitor's folder, or someone put it there; remove it")
         elif key == "state":
             k, _, v = rest.partition(" ")
             st.state[k] = v
