@@ -151,6 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     command = root_command()
     args = sys.argv[1:] if argv is None else argv
     try:
+        _check_folder_options(args)
         rv = command.main(args=args, prog_name="rtforge", standalone_mode=False)
         return rv if isinstance(rv, int) else 0
     except click.exceptions.NoArgsIsHelpError:
@@ -183,6 +184,22 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("rtforge: interrupted", file=sys.stderr)
         return 130
+
+
+# Options that name a folder or a file: an empty value would become "." (the
+# current folder) on its way through click, and rtforge would write there.
+PATH_OPTIONS = ("--results-dir", "--state-dir", "--textfile-dir", "--ssh-config", "--sysroot", "--output", "-o")
+
+
+def _check_folder_options(args: list[str]) -> None:
+    for i, a in enumerate(args):
+        if a == "--":
+            return
+        name, eq, value = a.partition("=")
+        if (eq and name in PATH_OPTIONS and not value.strip()) or \
+                (a in PATH_OPTIONS and i + 1 < len(args) and not args[i + 1].strip()):
+            raise UserError(f"{name} was given an empty name: name the file or folder (an unset shell "
+                            "variable in the command?)")
 
 
 def _usable_streams() -> bool:

@@ -141,7 +141,13 @@ def hint(host: str | None, run_id: str, again: bool = True) -> str:
 
 def check_label(label: str) -> str:
     """A label as given on the command line, checked: at most MAX_LABEL characters, one line."""
-    label = label.encode("utf-8", "surrogateescape").decode("utf-8", "replace").strip()
+    try:  # bytes that are not UTF-8 (argv's surrogate escapes) would be stored as U+FFFD: a label never named again
+        label.encode("utf-8")
+    except UnicodeEncodeError:
+        shown = label.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+        raise UserError(f"the label '{clean(shown)}' holds bytes that are not UTF-8 text (another terminal "
+                        "encoding?): give the label in UTF-8") from None
+    label = label.strip()
     if len(label) > MAX_LABEL:
         raise UserError(f"the label is {len(label):,} characters long; give one of at most {MAX_LABEL}")
     if not label.isprintable():

@@ -57,6 +57,7 @@ def check_hosts(inv: Inventory) -> None:
                             "digits, '.', '_' and '-', and give its address in ansible_host") from None
         if "@" in h:
             raise UserError(f"the inventory host '{shown(h)}' holds '@': give the login in ansible_user")
+        settings.retries(h, inv.vars_of(h))
 
 
 def _forks(forks: int | None, n: int) -> int:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -87,9 +88,18 @@ def _first_error(text: str) -> str:
 def check_source(source: str) -> str:
     if not source.strip():
         raise UserError("name the inventory: a file (INI or YAML) or a folder of them, as for ansible-playbook -i")
-    if "," not in source and not Path(source).exists():
-        raise UserError(f"the inventory {shown(source, 400)} does not exist: give the file (INI or YAML) or folder "
-                        "your playbooks use with -i")
+    if "," not in source:
+        try:
+            mode = Path(source).stat().st_mode
+        except FileNotFoundError:
+            raise UserError(f"the inventory {shown(source, 400)} does not exist: give the file (INI or YAML) or "
+                            "folder your playbooks use with -i") from None
+        except OSError as e:
+            raise UserError(f"the inventory {shown(source, 400)} cannot be read: {e.strerror}") from None
+        # Ansible would wait on a FIFO (or read a device) until its time-out, 300 s later
+        if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+            raise UserError(f"the inventory {shown(source, 400)} is not a file or a folder (a FIFO, a device?): "
+                            "give the file (INI or YAML) or folder your playbooks use with -i")
     return source
 
 

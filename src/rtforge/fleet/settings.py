@@ -32,7 +32,7 @@ LATENCY = {
     "install": ("rtforge_install", "--install"), "patience": ("rtforge_patience", "--patience"),
 }
 # read by rtforge fleet itself (the report, the deploy's checks)
-CYCLE_TIME, BOARD, BUNDLE = "rtforge_cycle_time", "rtforge_board", "rtforge_bundle"
+CYCLE_TIME, BOARD, BUNDLE, RETRIES = "rtforge_cycle_time", "rtforge_board", "rtforge_bundle", "rtforge_retries"
 
 
 def text_of(value: Any) -> str:
@@ -127,6 +127,17 @@ def cycle_ns(host: str, hostvars: dict, given: str | None) -> int | None:
         return parse_cycle_time(text_of(text))
     except UserError as e:
         raise UserError(f"{host}: {e}" if given is None else str(e)) from None
+
+
+def retries(host: str, hostvars: dict) -> int | None:
+    """A host's rtforge_retries, checked here as --retries is (Ansible's own error comes late, in many lines)."""
+    value = hostvars.get(RETRIES)
+    if value is None:
+        return None
+    text = text_of(value).strip()
+    if not text.isdigit() or not 0 <= int(text) <= 100:
+        raise UserError(f"{host}: {RETRIES} is '{shown(text)}': use a number of tries from 0 to 100")
+    return int(text)
 
 
 def board_name(host: str, hostvars: dict) -> str | None:

@@ -89,7 +89,8 @@ def _short(v: Any) -> str:
 
 
 TOP = {
-    "run_id": STR, "engine": STR, "state": STR, "host": STR, "start_time": STR, "kind": STR,
+    "run_id": STR, "engine": STR, "state": STR, "host": STR, "start_time": STR,
+    "kind": lambda v: v in ("latency", "bench"),   # what a run is decides how every command reads it
     "label": opt(STR), "end_reason": opt(STR), "reproducer": opt(STR), "stored_at": opt(STR),
     "duration_s": opt(lambda v: _is_num(v) and v >= 0),
     "requested": DICT, "config": DICT, "system": DICT,

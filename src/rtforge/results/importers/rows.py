@@ -14,6 +14,7 @@ from array import array
 
 import numpy as np
 
+from .cmdline import MAX_CPU
 from .common import MAX_DIGITS, Source
 
 ROW_RE = re.compile(rf"[0-9]{{1,{MAX_DIGITS}}}(?:[ \t]+[0-9]{{1,{MAX_DIGITS}}})+")
@@ -44,6 +45,10 @@ class Rows:
             # the common case of a long histogram, read without splitting the line
             self._empty(src, no, int(head))
             return True
+        if line.count(" ") + line.count("\t") > MAX_CPU + 1:
+            # (checked before the pattern: a row of 40,000 columns took a minute)
+            raise src.error(no, f"a row of more than {MAX_CPU + 1:,} counts, one per CPU, where Linux numbers "
+                                f"CPUs from 0 to {MAX_CPU:,}: this is not a cyclictest histogram")
         if not ROW_RE.fullmatch(line):
             return False
         parts = line.split()
