@@ -67,7 +67,9 @@ FLAVOUR_RPI, FLAVOUR_MAINLINE = "raspberrypi", "mainline"
 RPI_MARKERS = ("arch/arm64/configs/bcm2711_defconfig", "arch/arm64/configs/bcm2712_defconfig",
                "arch/arm/configs/bcmrpi_defconfig", "arch/arm/configs/bcm2709_defconfig")
 SPEC_HELP = "use rpi[:BRANCH], git:URL[@REF], tar:PATH|URL, dir:PATH or debian[:X.Y|:latest]"
-_GIT_ENV = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"}
+# Only the transports a kernel repository is served over: never git's ext::
+# or fd:: (which run or read what the URL says), whatever the host's config allows.
+_GIT_ENV = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C", "GIT_ALLOW_PROTOCOL": "file:git:http:https:ssh"}
 _GIT_PROGRESS = re.compile(r"(Receiving objects|Resolving deltas|Updating files):\s+\d+% \((\d+)/(\d+)\)")
 
 
@@ -138,11 +140,22 @@ def _split_git_ref(rest: str) -> tuple[str, str | None]:
     return url, ref
 
 
+def check_git_words(url: str | None, ref: str | None, shown: str) -> None:
+    """A URL or ref that git would read as an option (`--upload-pack=CMD`
+    runs CMD) is refused; both are also passed after `--` (architecture rule 12)."""
+    for what, word in (("URL", url), ("branch, tag or commit", ref)):
+        if word is not None and (word.startswith("-") or any(ord(c) < 32 for c in word)):
+            example = "https://host/linux.git" if what == "URL" else "rpi-6.12.y"
+            raise UserError(f"{shown}: a git {what} cannot start with '-' or hold control characters (git would "
+                            f"take it as an option): give the repository's own {what}, e.g. {example}")
+
+
 def parse_source_spec(text: str) -> SourceSpec:
     text = (text or "").strip()
     kind, sep, rest = text.partition(":")
     rest = rest.strip()
     if kind == "rpi":
+        check_git_words(None, rest or None, f"'{text}'")
         return SourceSpec("rpi", "", rest or None)
     if kind == "debian":
         series, eq, version = rest.partition("=")
@@ -158,6 +171,7 @@ def parse_source_spec(text: str) -> SourceSpec:
             raise UserError(f"'{text}' needs a location after '{kind}:', e.g. {example}")
         if kind == "git":
             url, ref = _split_git_ref(rest)
+            check_git_words(url, ref, f"'{text}'")
             return SourceSpec("git", url, ref)
         return SourceSpec(kind, rest if fetch.is_url(rest) else str(Path(rest).expanduser()))
     hint = ""
@@ -307,7 +321,7 @@ def _dir(spec: SourceSpec, progress: Progress) -> KernelSource:
 
 def _ls_remote(url: str, ref: str | None) -> tuple[str, str]:
     """(commit, ref name) of ref at url; ref None = the remote HEAD's branch."""
-    argv = ["git", "ls-remote", "--symref", url, "HEAD"] if ref is None else ["git", "ls-remote", url]
+    argv = ["git", "ls-remote", "--symref", "--", url, "HEAD"] if ref is None else ["git", "ls-remote", "--", url]
     if shutil.which("git") is None:
         raise UserError("git is not installed: apt-get install git")
     p = subprocess.run(argv, capture_output=True, text=True, env=_GIT_ENV, stdin=subprocess.DEVNULL, timeout=120)
@@ -335,7 +349,7 @@ def _ls_remote(url: str, ref: str | None) -> tuple[str, str]:
 
 
 def _fetch_ref(into: Path, url: str, ref: str, progress: Progress) -> tuple[int, list[str]]:
-    proc = subprocess.Popen(["git", "-C", str(into), "fetch", "--depth", "1", "--progress", url, ref],
+    proc = subprocess.Popen(["git", "-C", str(into), "fetch", "--depth", "1", "--progress", "--", url, ref],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=_GIT_ENV, stdin=subprocess.DEVNULL)
     tail = b""
     lines: list[str] = []
@@ -374,8 +388,9 @@ def _git_checkout(url: str, commit: str, ref: str, into: Path, progress: Progres
         raise UserError(f"{ref} of {url} moved from {commit[:12]} to {got[:12]} while fetching: run again")
 
 
-def _git(spec: SourceSpec, progress: Progress) -> KernelSource:
+def _git(spec: SourceSpec, progress: Progress, shown: str | None = None) -> KernelSource:
     url = spec.location
+    check_git_words(url, spec.ref, shown or f"'{spec.text}'")
     refs_file = fetch.kernel_cache() / "git-refs.json"
     seen_key = f"{url}@{spec.ref or 'HEAD'}"
     notes: tuple[str, ...] = ()
@@ -415,6 +430,7 @@ def prepare_source(spec: str | SourceSpec, progress: Progress = None) -> KernelS
     s = parse_source_spec(spec) if isinstance(spec, str) else spec
     if s.kind == "rpi":
         url = os.environ.get(ENV_RPI_GIT_URL) or RPI_GIT_URL
-        src = _git(SourceSpec("git", url, s.ref), progress)
+        src = _git(SourceSpec("git", url, s.ref), progress, f"{ENV_RPI_GIT_URL}={url!r}" if url != RPI_GIT_URL else
+                   f"'{s.text}'")
         return KernelSource(**{**src.__dict__, "spec": s.text, "kind": "rpi"})
     return {"git": _git, "tar": _tar, "dir": _dir, "debian": _debian}[s.kind](s, progress)
