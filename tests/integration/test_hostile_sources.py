@@ -7,6 +7,9 @@ kernel tree); the cache is the test's own."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -72,3 +75,65 @@ def test_a_good_git_url_still_fetches(tmp_path):
     git("commit", "-qm", "x", cwd=work)
     src = prepare_source(f"git:file://{work}@main")
     assert (src.path / "kernel/fork.c").is_file() and str(src.version) == "6.12.9"
+
+
+# ---------------------------------------------------------------- 2. a dir: tree's git config never runs
+
+def test_a_trees_git_config_and_hooks_never_run(tmp_path):
+    """`git config core.fsmonitor CMD` in a tree, then `kernel source
+    dir:TREE`, ran CMD as root (`git status` in the identity check); a clean
+    filter and an index hook are the same kind of code."""
+    tree = tiny_tree(tmp_path / "tree")
+    (tree / ".gitattributes").write_text("* filter=evil\n")
+    git("init", "-q", "-b", "main", cwd=tree)
+    git("add", "-A", cwd=tree)
+    git("commit", "-qm", "x", cwd=tree)
+    head = git("rev-parse", "HEAD", cwd=tree)
+    marks = {name: tmp_path / name for name in ("fsmonitor", "filter", "hook")}
+    git("config", "core.fsmonitor", f"touch {marks['fsmonitor']}; false", cwd=tree)
+    git("config", "filter.evil.clean", f"touch {marks['filter']}; cat", cwd=tree)
+    hook = tree / ".git/hooks/post-index-change"
+    hook.write_text(f"#!/bin/sh\ntouch {marks['hook']}\n")
+    hook.chmod(0o755)
+    time.sleep(1.1)  # past git's racy-clean second: a changed file is then seen by its time stamp
+    assert prepare_source(f"dir:{tree}").source_id == f"dir:{tree.resolve()}@git:{head}"
+    (tree / "kernel/fork.c").write_text("int y;\n")
+    assert prepare_source(f"dir:{tree}").source_id == f"dir:{tree.resolve()}@git:{head}+dirty"
+    assert [name for name, mark in marks.items() if mark.exists()] == []
+    assert "fsmonitor" in (tree / ".git/config").read_text()  # the tree's .git is never written
+
+
+def test_head_is_read_from_a_branch_packed_or_loose_and_a_detached_head(tmp_path):
+    tree = tiny_tree(tmp_path / "tree")
+    git("init", "-q", "-b", "main", cwd=tree)
+    git("add", "-A", cwd=tree)
+    git("commit", "-qm", "x", cwd=tree)
+    head = git("rev-parse", "HEAD", cwd=tree)
+    git("pack-refs", "--all", cwd=tree)  # refs/heads/main now only in packed-refs
+    assert prepare_source(f"dir:{tree}").source_id.endswith(f"@git:{head}")
+    git("checkout", "-q", "--detach", cwd=tree)
+    assert prepare_source(f"dir:{tree}").source_id.endswith(f"@git:{head}")
+
+
+# ---------------------------------------------------------------- 8. a tree's Makefile: regular and bounded
+
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero"])
+def test_a_trees_makefile_that_is_not_a_file_is_refused_at_once(tmp_path, kind, rtforge_cmd):
+    """A dir: tree whose Makefile is a FIFO hung; one linked to /dev/zero was
+    read without a bound (and ignored SIGTERM): a separate process, so a hang
+    is a failed test rather than a stuck suite."""
+    tree = tiny_tree(tmp_path / "tree")
+    (tree / "Makefile").unlink()
+    if kind == "fifo":
+        os.mkfifo(tree / "Makefile")
+    else:
+        (tree / "Makefile").symlink_to("/dev/zero")
+    start = time.monotonic()
+    try:
+        p = subprocess.run([*rtforge_cmd, "kernel", "source", f"dir:{tree}"], capture_output=True, text=True,
+                           timeout=30, env={**os.environ, "RTFORGE_CACHE_DIR": str(tmp_path / "cache")})
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"a Makefile that is a {kind} was still being read after 30 s")
+    assert time.monotonic() - start < 20
+    assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
+    assert "Makefile" in p.stderr and ("not a regular file" in p.stderr or "symbolic link" in p.stderr)

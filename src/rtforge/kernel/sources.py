@@ -31,7 +31,7 @@ The source id records exactly what was built:
     git      git:<url>@<40-hex commit> (branch <name>)
     tar      tar:<file name> sha256:<hex>
     debian   debian:linux-source-X.Y=<package version>
-    dir      dir:<real path>@git:<commit>[+dirty], or, outside git,
+    dir      dir:<real path>@git:<commit>[+dirty] (read without running git in the tree: treeid.py), or, outside git,
              dir:<real path>@files:<count>,newest:<ISO mtime> (cheap; not a content hash)
 
 API:
@@ -56,8 +56,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from ..errors import UserError
-from ..paths import resolved
-from . import debian, fetch
+from ..paths import read_regular_bounded, resolved
+from . import debian, fetch, treeid
 from .fetch import Progress, report
 
 RPI_GIT_URL = "https://github.com/raspberrypi/linux"
@@ -70,6 +70,7 @@ SPEC_HELP = "use rpi[:BRANCH], git:URL[@REF], tar:PATH|URL, dir:PATH or debian[:
 # Only the transports a kernel repository is served over: never git's ext::
 # or fd:: (which run or read what the URL says), whatever the host's config allows.
 _GIT_ENV = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C", "GIT_ALLOW_PROTOCOL": "file:git:http:https:ssh"}
+MAKEFILE_MAX = 1 << 20     # the top Makefile: ~70 kB
 _GIT_PROGRESS = re.compile(r"(Receiving objects|Resolving deltas|Updating files):\s+\d+% \((\d+)/(\d+)\)")
 
 
@@ -185,8 +186,8 @@ def parse_source_spec(text: str) -> SourceSpec:
 def read_kernel_version(tree: Path) -> KernelVersion:
     """VERSION/PATCHLEVEL/SUBLEVEL/EXTRAVERSION of the top Makefile."""
     makefile = Path(tree) / "Makefile"
-    try:
-        head = makefile.read_text(errors="replace").splitlines()[:30]
+    try:  # a regular file, bounded: a FIFO or a link to /dev/zero would never answer
+        head = read_regular_bounded(makefile, MAKEFILE_MAX, str(makefile)).decode(errors="replace").splitlines()[:30]
     except OSError:
         raise UserError(f"{tree} is not a Linux kernel source tree (no top-level Makefile)") from None
     vals = {}
@@ -279,27 +280,6 @@ def _debian(spec: SourceSpec, progress: Progress) -> KernelSource:
     return _make_source(SourceSpec("debian", src.series, spec.ref), tree, source_id, key, origin)
 
 
-def _dir_identity(tree: Path) -> str:
-    if (tree / ".git").exists() and shutil.which("git"):
-        head = subprocess.run(["git", "-C", str(tree), "rev-parse", "HEAD"], capture_output=True, text=True)
-        if head.returncode == 0:
-            dirty = subprocess.run(["git", "-C", str(tree), "status", "--porcelain", "--untracked-files=no"],
-                                   capture_output=True, text=True).stdout.strip()
-            return f"git:{head.stdout.strip()}" + ("+dirty" if dirty else "")
-    count, newest = 0, 0.0
-    for root, dirs, files in os.walk(tree):
-        dirs[:] = [d for d in dirs if d != ".git"]
-        for f in files:
-            try:
-                st = os.lstat(os.path.join(root, f))
-            except OSError:
-                continue
-            count += 1
-            newest = max(newest, st.st_mtime)
-    stamp = datetime.fromtimestamp(newest, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    return f"files:{count},newest:{stamp}"
-
-
 def _dir(spec: SourceSpec, progress: Progress) -> KernelSource:
     tree = resolved(spec.location, f"dir:{spec.location}")
     if not tree.is_dir():
@@ -311,7 +291,7 @@ def _dir(spec: SourceSpec, progress: Progress) -> KernelSource:
             raise UserError(f"dir:{spec.location} has build output ({leftover}); rtforge builds out of tree and "
                             f"never writes into yours, so run `make mrproper` there (or use a clean copy)")
     report(progress, f"identifying {tree}")
-    ident = _dir_identity(tree)
+    ident = treeid.identity(tree)    # nothing of the tree's own is run (treeid.py)
     source_id = f"dir:{tree}@{ident}"
     key = "dir-" + hashlib.sha256(source_id.encode()).hexdigest()[:16]
     return _make_source(SourceSpec("dir", str(tree)), tree, source_id, key, str(tree), in_place=True)
