@@ -7,14 +7,17 @@ kernel tree); the cache is the test's own."""
 
 from __future__ import annotations
 
+import io
 import os
 import subprocess
+import tarfile
 import time
 from pathlib import Path
 
 import pytest
 
 from rtforge.cli import main
+from rtforge.errors import UserError
 from rtforge.kernel.sources import ENV_RPI_GIT_URL, prepare_source
 
 from ..support.kernelsrc import git
@@ -137,3 +140,79 @@ def test_a_trees_makefile_that_is_not_a_file_is_refused_at_once(tmp_path, kind, 
     assert time.monotonic() - start < 20
     assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
     assert "Makefile" in p.stderr and ("not a regular file" in p.stderr or "symbolic link" in p.stderr)
+
+
+# ---------------------------------------------------------------- 7. tarballs and repositories from anywhere
+
+def tarball(path: Path, members: list[tuple[str, bytes, str, int, str]]) -> Path:
+    """A real tarball made with tarfile: (name, data, kind, mode, link target);
+    kind is file, dir, symlink, fifo or chr."""
+    types = {"file": tarfile.REGTYPE, "dir": tarfile.DIRTYPE, "symlink": tarfile.SYMTYPE, "fifo": tarfile.FIFOTYPE,
+             "chr": tarfile.CHRTYPE, "blk": tarfile.BLKTYPE}
+    with tarfile.open(path, "w:gz") as tar:
+        for name, data, kind, mode, link in members:
+            info = tarfile.TarInfo(name)
+            info.type, info.mode, info.linkname, info.size = types[kind], mode, link, len(data)
+            if kind in ("chr", "blk"):
+                info.devmajor, info.devminor = (1, 3) if kind == "chr" else (7, 0)
+            tar.addfile(info, io.BytesIO(data) if kind == "file" else None)
+    return path
+
+
+def kernel_members(top: str = "linux-6.12.9") -> list[tuple[str, bytes, str, int, str]]:
+    return [(top, b"", "dir", 0o755, ""), (f"{top}/Makefile", MAKEFILE.encode(), "file", 0o644, ""),
+            (f"{top}/Kconfig", b'mainmenu "Linux"\n', "file", 0o644, ""), (f"{top}/arch", b"", "dir", 0o755, ""),
+            (f"{top}/arch/arm64", b"", "dir", 0o755, ""), (f"{top}/arch/arm64/Kconfig", b"", "file", 0o644, ""),
+            (f"{top}/scripts", b"", "dir", 0o755, ""),
+            # a link of the tree's own, as scripts/dtc/include-prefixes/ has
+            (f"{top}/scripts/arm64", b"", "symlink", 0o777, "../arch/arm64")]
+
+
+def cached_trees(tmp_path: Path) -> list[str]:
+    src = tmp_path / "cache" / "kernel" / "src"
+    return sorted(os.listdir(src)) if src.is_dir() else []
+
+
+def test_a_tarball_whose_top_entry_links_to_a_host_folder_is_refused(tmp_path):
+    """The cached "source tree" was the host folder: its id the tarball's
+    sha256, the files built the host's."""
+    host = tiny_tree(tmp_path / "host-tree")
+    archive = tarball(tmp_path / "linux.tar.gz", [("linux-6.12.9", b"", "symlink", 0o777, str(host))])
+    with pytest.raises(UserError, match="a link to .* outside the tree"):
+        prepare_source(f"tar:{archive}")
+    assert cached_trees(tmp_path) == []
+
+
+@pytest.mark.root  # a device node is made by tar as root only
+@pytest.mark.parametrize("member,words", [
+    (("linux-6.12.9/x.pipe", b"", "fifo", 0o644, ""), "a device, FIFO or socket"),
+    (("linux-6.12.9/null", b"", "chr", 0o666, ""), "a device, FIFO or socket"),
+    (("linux-6.12.9/loop0", b"", "blk", 0o660, ""), "a device, FIFO or socket"),
+    (("linux-6.12.9/passwd", b"", "symlink", 0o777, "/etc/passwd"), "outside the tree"),
+    (("linux-6.12.9/up", b"", "symlink", 0o777, "../.."), "outside the tree"),
+])
+def test_devices_fifos_and_links_out_never_reach_the_cache(tmp_path, member, words):
+    archive = tarball(tmp_path / "linux.tar.gz", [*kernel_members(), member])
+    with pytest.raises(UserError, match=words):
+        prepare_source(f"tar:{archive}")
+    assert cached_trees(tmp_path) == []
+    assert not list((tmp_path / "cache").rglob("*x.pipe")) and not list((tmp_path / "cache").rglob("null"))
+
+
+def test_setuid_bits_are_not_extracted(tmp_path):
+    archive = tarball(tmp_path / "linux.tar.gz", [*kernel_members(),
+                                                  ("linux-6.12.9/su", b"#!/bin/sh\n", "file", 0o6755, "")])
+    src = prepare_source(f"tar:{archive}")
+    assert (src.path / "su").stat().st_mode & 0o7777 == 0o755
+    assert (src.path / "scripts/arm64/Kconfig").is_file()  # the tree's own link is kept
+
+
+def test_a_repository_with_a_link_out_of_the_tree_is_refused(tmp_path):
+    work = tiny_tree(tmp_path / "work")
+    (work / "shadow").symlink_to("/etc/shadow")
+    git("init", "-q", "-b", "main", cwd=work)
+    git("add", "-A", cwd=work)
+    git("commit", "-qm", "x", cwd=work)
+    with pytest.raises(UserError, match="'shadow', a link to '/etc/shadow' outside the tree"):
+        prepare_source(f"git:file://{work}@main")
+    assert cached_trees(tmp_path) == []

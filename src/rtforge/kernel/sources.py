@@ -219,7 +219,8 @@ def _find_root(extracted: Path, what: str) -> Path:
     if (extracted / "Makefile").is_file():
         return extracted
     entries = [p for p in extracted.iterdir() if not p.name.startswith(".")] if extracted.is_dir() else []
-    if len(entries) == 1 and entries[0].is_dir() and (entries[0] / "Makefile").is_file():
+    if len(entries) == 1 and entries[0].is_dir() and not entries[0].is_symlink() and \
+            (entries[0] / "Makefile").is_file():
         return entries[0]
     raise UserError(f"{what} does not contain a Linux kernel source tree (expected one top directory with a Makefile)")
 
@@ -245,6 +246,7 @@ def _extract_once(key: str, archive: Path, source_id: str, origin: str, progress
             return tree
         with fetch.building(tree) as stage:
             fetch.extract_tar(archive, stage.dir, progress, f"extracting {archive.name}")
+            fetch.check_entries(stage.dir, str(archive))
             stage.root = _find_root(stage.dir, str(archive))
             _check_tree(stage.root, str(archive))
             fetch.write_json(tree.with_name(key + ".json"),
@@ -393,6 +395,7 @@ def _git(spec: SourceSpec, progress: Progress, shown: str | None = None) -> Kern
             with fetch.building(tree) as stage:
                 _git_checkout(url, commit, branch, stage.dir, progress)
                 shutil.rmtree(stage.dir / ".git")
+                fetch.check_entries(stage.dir, f"{url}@{branch}")   # git checks out links to anywhere
                 _check_tree(stage.dir, f"{url}@{branch}")
                 fetch.write_json(tree.with_name(key + ".json"),
                                  {"source_id": source_id, "origin": url, "branch": branch, "created": time.time()})
