@@ -21,6 +21,7 @@ member is refused with one sentence.
 
 from __future__ import annotations
 
+import hashlib
 import lzma
 import posixpath
 import tarfile
@@ -33,7 +34,7 @@ from typing import Any
 from ...errors import UserError
 from ...paths import resolved
 from ..transport.transport import sha256_file
-from .manifest import check_manifest, fits, read_manifest
+from .manifest import check_manifest, fits, parse_manifest, read_manifest_bytes
 
 
 @dataclass
@@ -41,6 +42,11 @@ class Bundle:
     root: Path
     manifest: dict[str, Any]
     _tmp: tempfile.TemporaryDirectory | None = None
+    manifest_bytes: bytes = b""   # manifest.json as read (once): what deploy installs as rtforge.json
+
+    @property
+    def manifest_sha256(self) -> str:
+        return hashlib.sha256(self.manifest_bytes).hexdigest()
 
     @property
     def release(self) -> str:
@@ -184,10 +190,11 @@ def open_bundle(path: Path) -> Bundle:
     else:
         raise UserError(f"{path} is not a bundle: give the directory or tarball that `rtforge kernel build` made")
     try:
-        manifest = read_manifest(path, root)
+        raw = read_manifest_bytes(path, root)
+        manifest = parse_manifest(path, raw)
         check_manifest(path, root, manifest)
     except BaseException:
         if tmp:
             tmp.cleanup()
         raise
-    return Bundle(root, manifest, tmp)
+    return Bundle(root, manifest, tmp, raw)
