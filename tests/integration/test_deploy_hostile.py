@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
 import subprocess
 from pathlib import Path
 
@@ -127,3 +128,33 @@ def test_what_is_installed_is_the_manifest_that_was_checked(pi):
     assert result.ok, result.message
     installed = root / "boot/firmware" / prefix_for(RT) / "rtforge.json"
     assert installed.read_bytes() == (bundle_dir / "manifest.json").read_bytes()
+
+
+# ---------------------------------------------------------------- 6. a bundle folder: regular files, plain folders
+
+@pytest.mark.parametrize("kind", ["fifo", "block device", "setuid module", "world-writable module"])
+def test_a_bundle_folder_with_a_special_file_is_refused(pi, kind):
+    """A bundle folder with a FIFO or a block device node, or a listed module
+    of mode 4777, was installed as such (-rwsrwxrwx in /lib/modules)."""
+    board, bundle_dir, root = pi()
+    if kind == "fifo":
+        os.mkfifo(bundle_dir / f"lib/modules/{RT}/fifo")
+    elif kind == "block device":
+        os.mknod(bundle_dir / f"lib/modules/{RT}/sda", 0o666 | stat.S_IFBLK, os.makedev(8, 0))
+    else:
+        (bundle_dir / MODULE).chmod(0o4777 if kind == "setuid module" else 0o666)
+    refused(board, bundle_dir, root, "FIFO, a device node or a socket" if kind in ("fifo", "block device")
+            else "set-id, sticky or writable by anyone")
+    assert not (root / f"lib/modules/{RT}").exists()
+
+
+def test_modes_are_normalised_on_the_board(pi):
+    """What the build would make, whatever the folder's modes: a group-writable
+    module (umask 002) and folder land as 0644 and 0755."""
+    board, bundle_dir, root = pi()
+    (bundle_dir / MODULE).chmod(0o664)
+    (bundle_dir / MODULE).parent.chmod(0o775)
+    result = deploy_pi(board, open_bundle(bundle_dir))
+    assert result.ok, result.message
+    assert stat.S_IMODE((root / MODULE).stat().st_mode) == 0o644
+    assert stat.S_IMODE((root / MODULE).parent.stat().st_mode) == 0o755

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import stat
 from pathlib import Path
 
 import pytest
@@ -72,6 +74,44 @@ def test_a_listed_headers_package_passes(tmp_path, capsys):
                     "why": "linux-headers-6.12.0-rt5_1_arm64.deb: build programs for aarch64"}
     (b / "manifest.json").write_text(json.dumps(m))
     assert verify(b, capsys)[0] == 0
+
+
+def _fifo(b: Path) -> None:
+    os.mkfifo(b / MODULES / "pipe")
+
+
+def _block(b: Path) -> None:
+    os.mknod(b / MODULES / "sda", 0o660 | stat.S_IFBLK, os.makedev(8, 0))
+
+
+def _mode(mode: int):
+    return lambda b: (b / MODULES / "modules.dep").chmod(mode)
+
+
+def _dir_link(b: Path) -> None:
+    (b / MODULES / "kernel").symlink_to("/usr/lib")
+
+
+def _open_dir(b: Path) -> None:
+    (b / MODULES).chmod(0o777)
+
+
+@pytest.mark.parametrize("damage,words", [
+    (_fifo, "pipe is a FIFO, a device node or a socket"),
+    pytest.param(_block, "sda is a FIFO, a device node or a socket", marks=pytest.mark.root),
+    (_mode(0o4777), "modules.dep has mode 4777"),
+    (_mode(0o2755), "modules.dep has mode 2755"),
+    (_mode(0o646), "modules.dep has mode 646"),
+    (_dir_link, "kernel is a symbolic link"),
+    (_open_dir, "may be written by anyone"),
+])
+def test_a_bundle_folder_holds_only_plain_folders_and_regular_files(tmp_path, capsys, damage, words):
+    """A FIFO or a block device node in the folder, or a listed module of
+    mode 4777, passed `kernel verify` and were installed as such."""
+    b = tiny_pi4_bundle(tmp_path / "b")
+    damage(b)
+    status, err = verify(b, capsys)
+    assert status == 2 and words in err
 
 
 @pytest.mark.parametrize("label", ["6.12 (pi4-64\narm_freq=9999\n# rtforge end)", "6.12 (pi4-64\rarm_freq=1)",

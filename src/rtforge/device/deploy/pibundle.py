@@ -97,6 +97,8 @@ class BundlePayload(PiPayload):
             self.sh('rm -rf "$1" && mkdir -p "$1"', self.staging(), step="upload")
             # held to the manifest's sums (which bundle.verify checked here)
             self.t.put_verified(self.bundle.root, self.staging(), expected=self.bundle.files, sudo=True, step="upload")
+            # modes as a build makes them, whatever the folder had: root's to write, everyone's to read
+            self.sh('chmod -R u=rwX,go=rX -- "$1"', self.staging(), step="upload")
         steps.run("upload", put, lambda: self.sh('rm -rf "$1"', self.staging(), step="cleanup"), partial=True)
 
     def install(self, steps: Steps) -> None:
