@@ -220,3 +220,40 @@ def inside(root: Path, rel: str | Path) -> Path:
     if target != base and base not in target.parents:
         raise UserError(f"'{rel}' leads outside {root}; refusing to use it")
     return target
+
+
+# ---------------------------------------------------------------- bounded reads of files rtforge did not write
+# (kept together at the end of the module: the trees, sysroots and bundles a user names are read through it)
+
+def read_regular_bounded(path: Path | str, limit: int, shown: str) -> bytes:
+    """The bytes of path, which must be a regular file of at most limit bytes.
+
+    For files of trees, bundles and copies of boards that rtforge did not
+    write (architecture rule 12): opened without following a final symbolic
+    link (a Makefile linked to /dev/zero would never end) and without
+    blocking (a FIFO would wait for a writer forever), then checked to be a
+    regular file.  A missing file raises FileNotFoundError, for the caller to
+    say what that means; anything else is a UserError naming `shown`."""
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+    try:
+        fd = os.open(path, flags)
+    except FileNotFoundError:
+        raise
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise UserError(f"{shown} is a symbolic link, which rtforge does not follow there: "
+                            "put the file itself in its place") from None
+        raise UserError(os_error_sentence(shown, e, "read")) from None
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode) or st.st_size > limit:
+        os.close(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise UserError(f"{shown} is not a regular file (a FIFO, a device, a socket or a folder): "
+                            "rtforge reads only regular files there")
+        raise UserError(f"{shown} is {st.st_size:,} bytes, more than the {limit:,} rtforge reads there: "
+                        "check that it is the file you meant")
+    with os.fdopen(fd, "rb") as f:
+        data = f.read(limit + 1)
+    if len(data) > limit:  # it grew while being read
+        raise UserError(f"{shown} grew past {limit:,} bytes while it was read: check that it is the file you meant")
+    return data

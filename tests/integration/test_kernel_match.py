@@ -168,8 +168,9 @@ def test_fixups_name_only_files_the_tree_lacks(tmp_path):
     assert fixups(config, tmp_path) == {
         "SYSTEM_TRUSTED_KEYS": ('""', "the running kernel's debian/certs/debian-uefi-certs.pem is a file of the "
                                       "tree it was built in"),
-        "INITRAMFS_SOURCE": ('""', "the running kernel's /nonexistent/initramfs is a file of the tree it was "
-                                   "built in")}
+        "INITRAMFS_SOURCE": ('""', "the running kernel's /nonexistent/initramfs would be this machine's file, "
+                                   "which rtforge never builds into a kernel from a board's configuration (give it "
+                                   "with -K CONFIG_INITRAMFS_SOURCE=... to build it in)")}
 
 
 # ---------------------------------------------------------------- the source, from a raspberrypi/linux layout

@@ -209,7 +209,8 @@ def verify(bundle: Path = typer.Argument(..., help="a bundle directory, dist dir
     b = open_bundle(bundle)
     try:
         b.verify()
-        make_console().print(f"{len(b.files)} files match their sha256: {b.release} for {b.board}", highlight=False)
+        make_console().print(f"{len(b.files)} files match their sha256: {b.release} for {b.board}; manifest "
+                             f"sha256 {b.manifest_sha256}", highlight=False)
     finally:
         b.close()
 

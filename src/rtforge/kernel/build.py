@@ -25,7 +25,7 @@ from .boards import Board, get_board
 from .debian import VersionNotOffered
 from .fetch import kernel_cache
 from .kbuild import FRAGMENTS, ConfigResult, configure, make_argv, run_make
-from .kconfig import parse_option, read_config
+from .kconfig import fragment_options, parse_option, read_config, refuse_expansion
 from .kdiff import Change, differences, report_lines
 from .match import MatchPlan, check_board, check_tree, fixups, plan_source
 from .package import package
@@ -111,11 +111,13 @@ def build_kernel(spec: BuildSpec, progress: Progress | None = None) -> BuildResu
     for p in spec.user_fragments:
         if not Path(p).is_file():
             raise UserError(f"-k {p}: no such fragment file")
+        refuse_expansion(fragment_options(Path(p)), f"-k {p}")
     for o in spec.options:          # bad input is refused before any step starts
         parse_option(o)
     plan = None
     if spec.match is not None:
         check_board(spec.match, board)
+        refuse_expansion(spec.match.config or {}, f"{spec.match.host}'s {spec.match.config_from}")
         plan = plan_source(spec.match, board, spec.source)
     tools.require(tools_before(board, spec, plan.spec if plan else None), "this kernel build")
     if plan is None:
@@ -126,7 +128,8 @@ def build_kernel(spec: BuildSpec, progress: Progress | None = None) -> BuildResu
     tree = rt.path
     build = kernel_cache() / "build" / f"{tree.name}-{board.name}" / "obj"
     report("configuring", None, None)
-    base, generated = _match_base(plan, spec.match, board, source.flavour, tree)
+    base, generated = _match_base(plan, spec.match, board, source.flavour, tree,
+                                  {parse_option(o)[0] for o in spec.options})
     cfg = configure(tree, build, board, source.flavour, rt.support, fragments=spec.fragments,
                     user_fragments=spec.user_fragments, options=spec.options, allow_dropped=spec.allow_dropped,
                     base_config=base, generated=generated)
@@ -183,9 +186,9 @@ def _matched_source(plan: MatchPlan, running: RunningKernel, report):
 
 
 def _match_base(plan: MatchPlan | None, running: RunningKernel | None, board: Board, flavour: str,
-                tree: Path) -> tuple[tuple[str, str] | None, dict[str, dict[str, str]]]:
+                tree: Path, given: set[str]) -> tuple[tuple[str, str] | None, dict[str, dict[str, str]]]:
     """--match: the running configuration as the base, and the fix-ups of
-    the files it names from its builder's tree (none without --match)."""
+    the files it names (none without --match; none for what -K gives)."""
     if plan is None:
         return None, {}
     if running.config is None:
@@ -193,7 +196,7 @@ def _match_base(plan: MatchPlan | None, running: RunningKernel | None, board: Bo
         plan.instead.append(f"{running.host} has no /proc/config.gz and no /boot/config-{running.release}: "
                             f"configured from board {board.name}'s {board.defconfig_for(flavour)} instead")
         return None, {}
-    fixed = fixups(running.config, tree)
+    fixed = fixups(running.config, tree, given)
     for sym, (value, why) in fixed.items():
         plan.instead.append(f"CONFIG_{sym}={value}: {why}")
     generated = {"match-fixups": {s: v for s, (v, _) in fixed.items()}} if fixed else {}

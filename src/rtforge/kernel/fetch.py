@@ -29,6 +29,7 @@ import hashlib
 import json
 import os
 import shutil
+import stat
 import subprocess
 import urllib.error
 import urllib.parse
@@ -163,11 +164,13 @@ def building(final: Path) -> Iterator[Staging]:
     for stale in final.parent.glob(prefix + "*"):
         shutil.rmtree(stale, ignore_errors=True)
     stage = Staging(final.parent / f"{prefix}{os.getpid()}")
-    stage.dir.mkdir()
+    stage.dir.mkdir(mode=0o700)  # nobody else reaches what is made here before it is checked
     try:
         yield stage
         if final.exists():      # a tree without its record is incomplete by definition (we hold the lock)
             shutil.rmtree(final)
+        if stage.root == stage.dir:
+            os.chmod(stage.dir, 0o755)
         os.rename(stage.root, final)
     finally:
         if stage.dir.exists():
@@ -204,9 +207,13 @@ def tar_compression(path: Path) -> str | None:
 
 def extract_tar(archive: Path, into: Path, progress: Progress = None, what: str = "") -> None:
     """Unpack with GNU tar (fast, and it refuses members that escape the
-    directory), feeding it the archive ourselves to report progress in bytes."""
+    directory), feeding it the archive ourselves to report progress in bytes.
+    --no-same-permissions: the umask's modes, never a set-id bit (root would
+    otherwise keep them); what tar still makes that no source tree holds is
+    refused by check_entries before the tree is renamed into the cache."""
     option = tar_compression(archive)
-    argv = ["tar", "-x", "-f", "-", "-C", str(into), "--no-same-owner"] + ([option] if option else [])
+    argv = ["tar", "-x", "-f", "-", "-C", str(into), "--no-same-owner", "--no-same-permissions"] + \
+        ([option] if option else [])
     total = archive.stat().st_size
     what = what or f"extracting {archive.name}"
     proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -230,6 +237,37 @@ def extract_tar(archive: Path, into: Path, progress: Progress = None, what: str 
     if rc != 0:
         last = err.splitlines()[-1] if err else f"tar exited with {rc}"
         raise UserError(f"cannot extract {archive}: {last}")
+
+
+def check_entries(root: Path, what: str) -> None:
+    """UserError unless every entry below root is a folder, a regular file
+    without a set-id bit, or a link that stays inside root (a kernel tree has
+    links of its own: scripts/dtc/include-prefixes/).  A tarball or a
+    repository may come from anywhere: a link out of the tree would make the
+    cache's "source tree" a host folder (the files built would be the host's,
+    the recorded id the tarball's), and devices, FIFOs and setuid files have
+    no place in a source tree."""
+    base = os.path.realpath(root)
+    folders = [str(root)]
+    while folders:
+        with os.scandir(folders.pop()) as entries:
+            for e in entries:
+                mode = e.stat(follow_symlinks=False).st_mode
+                rel = os.path.relpath(e.path, root)
+                if stat.S_ISLNK(mode):
+                    real = os.path.realpath(e.path)
+                    if real != base and not real.startswith(base + os.sep):
+                        raise UserError(f"{what} holds {rel!r}, a link to {os.readlink(e.path)!r} outside the tree: "
+                                        "rtforge puts no link out of a source tree into its cache; use the tree "
+                                        "itself")
+                elif stat.S_ISDIR(mode):
+                    folders.append(e.path)
+                elif not stat.S_ISREG(mode):
+                    raise UserError(f"{what} holds {rel!r}, a device, FIFO or socket, which no kernel source has: "
+                                    "rtforge does not put it into its cache")
+                elif mode & (stat.S_ISUID | stat.S_ISGID):
+                    raise UserError(f"{what} holds {rel!r}, a setuid or setgid file, which no kernel source has: "
+                                    "rtforge does not put it into its cache")
 
 
 def run(argv: list[str], *, cwd: Path | None = None, what: str = "", env: dict | None = None,

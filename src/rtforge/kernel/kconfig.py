@@ -44,7 +44,23 @@ def parse_option(text: str) -> tuple[str, str]:
     value = m[2] if m[2] is not None else "y"
     if not re.fullmatch(r'[ymn]|-?\d+|0x[0-9a-fA-F]+|"[^"]*"', value):
         raise UserError(f"'{text}' has a value Kconfig cannot take: use y, m, n, a number or a \"quoted string\"")
+    refuse_expansion({m[1]: value}, "-K")
     return m[1], value
+
+
+# What make or the shell would run in a value: include/config/auto.conf is
+# included by Kbuild's make, which expands $(...) and ${...} in it (a
+# `$(shell ...)` runs), and recipes hand values to the shell (backquotes).
+_EXPANDS = re.compile(r"\$[({]|`")
+
+
+def refuse_expansion(options: dict[str, str], where: str) -> None:
+    """UserError naming the first option whose value Kbuild would expand:
+    a configuration is data, never a command (architecture rule 12)."""
+    for sym, value in options.items():
+        if _EXPANDS.search(value):
+            raise UserError(f"{where} sets CONFIG_{sym}={value[:60]}, which Kbuild's make would run as a command "
+                            "($(...), ${...} or a backquote): remove it; rtforge does not build with it")
 
 
 def fragment_options(path: Path) -> dict[str, str]:

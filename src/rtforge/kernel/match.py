@@ -22,12 +22,13 @@ Every place where the match is not exact says what was used instead
     plan_source(running, board) -> MatchPlan
     check_board(running, board) -> None       UserError when the board file does not fit
     suggest_boards(running) -> [board names]
-    fixups(config, tree) -> {SYMBOL: value}   the running config's references to its builder's files
+    fixups(config, tree, given) -> {SYMBOL: (value, why)}  files the running config names: only the tree's kept
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -181,28 +182,53 @@ def check_tree(plan: MatchPlan, k: RunningKernel, source: KernelSource) -> None:
         plan.instead.append(f"{k.host} runs {v}, and {source.spec} is {got}: the kernel is built from {got}")
 
 
-# The running configuration names files of the tree it was built in (Debian
-# trusts its own certificates: debian/certs/...).  Kbuild stops when they
-# are missing, so they are set to what the option means without them.
-_FILE_OPTIONS = {"SYSTEM_TRUSTED_KEYS": '""', "SYSTEM_REVOCATION_KEYS": '""', "EXTRA_FIRMWARE": '""',
-                 "INITRAMFS_SOURCE": '""', "MODULE_SIG_KEY": '"certs/signing_key.pem"'}
+# Options whose value names a file (or a folder) that Kbuild builds into the
+# kernel or uses to sign it, with what each means without one.  The running
+# configuration names files of the tree it was built in (Debian trusts its
+# own certificates: debian/certs/...), on which Kbuild stops; and a board's
+# configuration is not the build host's to take files from: an
+# INITRAMFS_SOURCE or EXTRA_FIRMWARE naming /etc/shadow, or a MODULE_SIG_KEY
+# naming this machine's private key, would put them into the kernel that goes
+# back to the board (a pkcs11: key may name a library to load).
+_FILE_OPTIONS = {"SYSTEM_TRUSTED_KEYS": '""', "SYSTEM_REVOCATION_KEYS": '""', "SYSTEM_BLACKLIST_HASH_LIST": '""',
+                 "EXTRA_FIRMWARE": '""', "INITRAMFS_SOURCE": '""', "MODULE_SIG_KEY": '"certs/signing_key.pem"',
+                 "UNUSED_KSYMS_WHITELIST": '""', "BOOT_CONFIG_EMBED_FILE": '""', "IPE_BOOT_POLICY": '""',
+                 "ACPI_CUSTOM_DSDT_FILE": '""', "CFG80211_EXTRA_REGDB_KEYDIR": '""'}
 
 
-def fixups(config: dict[str, str], tree: Path) -> dict[str, tuple[str, str]]:
+def _in_tree(tree: Path, name: str) -> bool:
+    """A plain relative path naming a regular file of the tree, through no link."""
+    parts = name.split("/")
+    if name.startswith("/") or any(p in ("", ".", "..") for p in parts):
+        return False
+    here = Path(tree)
+    for part in parts:
+        here = here / part
+        if here.is_symlink():
+            return False
+    return here.is_file()
+
+
+def fixups(config: dict[str, str], tree: Path, given: Collection[str] = ()) -> dict[str, tuple[str, str]]:
     """{SYMBOL: (value, why)} for options of the running config that name
-    files this tree does not have."""
+    files: kept only when they name a file of this tree; a file of the build
+    host is never taken from a board's configuration -- only from the user's
+    own -K (the symbols in `given`, left alone here)."""
     out = {}
     for sym, empty in _FILE_OPTIONS.items():
         value = config.get(sym, "").strip('"')
-        if not value or f'"{value}"' == empty:
+        if sym in given or not value or f'"{value}"' == empty:
             continue
         names = value.split() if sym == "EXTRA_FIRMWARE" else [value]
-        if sym == "EXTRA_FIRMWARE":
-            base = Path(config.get("EXTRA_FIRMWARE_DIR", '"/lib/firmware"').strip('"'))
-            missing = [n for n in names if not (base / n).is_file()]
+        # EXTRA_FIRMWARE's names are below EXTRA_FIRMWARE_DIR: this machine's /lib/firmware
+        outside = [n for n in names if sym == "EXTRA_FIRMWARE" or not _in_tree(tree, n)]
+        if not outside:
+            continue
+        name = outside[0]
+        if sym == "EXTRA_FIRMWARE" or name.startswith(("/", "pkcs11:")) or ".." in name.split("/"):
+            why = (f"the running kernel's {name[:80]} would be this machine's file, which rtforge never builds into "
+                   f"a kernel from a board's configuration (give it with -K CONFIG_{sym}=... to build it in)")
         else:
-            missing = [n for n in names if not (Path(n) if n.startswith("/") else tree / n).exists()
-                       and not n.startswith("pkcs11:")]
-        if missing:
-            out[sym] = (empty, f"the running kernel's {missing[0]} is a file of the tree it was built in")
+            why = f"the running kernel's {name[:80]} is a file of the tree it was built in"
+        out[sym] = (empty, why)
     return out

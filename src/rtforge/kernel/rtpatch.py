@@ -66,7 +66,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 from ..errors import UserError
-from ..paths import resolved
+from ..paths import read_regular_bounded, resolved
 from . import fetch
 from .boards import srcarch_of
 from .fetch import Progress, report
@@ -124,8 +124,9 @@ def detect_rt(tree: Path, arch: str) -> RtSupport:
     """Can PREEMPT_RT be enabled by configuration in tree for arch (Kbuild ARCH)?"""
     srcarch = srcarch_of(arch)
     tree = Path(tree)
-    try:
-        text = (tree / "kernel" / "Kconfig.preempt").read_text(errors="replace")
+    try:  # a tree's file: regular and bounded (a FIFO would never answer)
+        text = read_regular_bounded(tree / "kernel" / "Kconfig.preempt", 1 << 20,
+                                    f"{tree}/kernel/Kconfig.preempt").decode(errors="replace")
     except OSError:
         return RtSupport(srcarch, False, None, (), False, "", "the tree has no kernel/Kconfig.preempt")
     selects, condition = _arch_select(tree, srcarch)

@@ -18,6 +18,7 @@ shapes of a commit hash, a tag or a branch.
 from __future__ import annotations
 
 import re
+import subprocess
 from dataclasses import dataclass, field
 
 from ..device.transport.transport import Transport
@@ -31,10 +32,15 @@ SMALL_MAX = 4 << 10
 
 # $1 root, $2 small bound, $3 config bound, $4 changelog bound.  Each block
 # starts on a line of its own: "@@f PATH" (a file below the root) or
-# "@@c NAME" (a command's output).
+# "@@c NAME" (a command's output).  Every file is read only when it is a
+# regular file (`[ -f ]`: a FIFO in a copy of a board's files would block
+# the read until the timeout) and only to its bound; dpkg-query, which reads
+# the database's files itself, runs under timeout(1) where there is one.
 _SCRIPT = r"""
 R="$1"; S="$2"; C="$3"; L="$4"
-f() { if [ -f "$R$1" ] && [ -r "$R$1" ]; then printf '\n@@f %s\n' "$1"; head -c "$S" "$R$1"; fi; }
+T=; if command -v timeout >/dev/null 2>&1; then T="timeout 20"; fi
+r() { [ -f "$1" ] && [ -r "$1" ]; }
+f() { if r "$R$1"; then printf '\n@@f %s\n' "$1"; head -c "$S" "$R$1"; fi; }
 c() { n="$1"; shift; printf '\n@@c %s\n' "$n"; "$@" 2>/dev/null; }
 f /proc/sys/kernel/osrelease
 f /proc/sys/kernel/version
@@ -42,16 +48,16 @@ f /proc/sys/kernel/arch
 f /proc/device-tree/model
 f /etc/os-release
 if [ -z "$R" ]; then c uname-m uname -m; fi
-rel=$(head -c 200 "$R/proc/sys/kernel/osrelease" 2>/dev/null | tr -d '\n')
+rel=; if r "$R/proc/sys/kernel/osrelease"; then rel=$(head -c 200 "$R/proc/sys/kernel/osrelease" | tr -d '\n'); fi
 # a release is a plain name: anything else is not put into a path here
 case "$rel" in ''|*[!A-Za-z0-9._+~-]*|.*) rel= ;; esac
-if [ -r "$R/proc/config.gz" ]; then c config.gz sh -c 'gzip -dc "$1" | head -c "$2"' sh "$R/proc/config.gz" "$C"; fi
-if [ -n "$rel" ] && [ -r "$R/boot/config-$rel" ]; then c boot-config head -c "$C" "$R/boot/config-$rel"; fi
+if r "$R/proc/config.gz"; then c config.gz sh -c 'gzip -dc "$1" | head -c "$2"' sh "$R/proc/config.gz" "$C"; fi
+if [ -n "$rel" ] && r "$R/boot/config-$rel"; then c boot-config head -c "$C" "$R/boot/config-$rel"; fi
 D="$R/var/lib/dpkg"
-if [ -n "$rel" ] && [ -f "$D/status" ] && command -v dpkg-query >/dev/null 2>&1; then
+if [ -n "$rel" ] && r "$D/status" && command -v dpkg-query >/dev/null 2>&1; then
   pkg=
   for p in "/boot/vmlinuz-$rel" "/lib/modules/$rel/modules.builtin" "/lib/modules/$rel/modules.order"; do
-    pkg=$(dpkg-query --admindir="$D" -S "$p" 2>/dev/null | head -n 1 | sed 's/: .*//')
+    pkg=$($T dpkg-query --admindir="$D" -S "$p" 2>/dev/null | head -n 1 | sed 's/: .*//')
     [ -n "$pkg" ] && break
   done
   if [ -n "$pkg" ]; then
@@ -60,13 +66,14 @@ if [ -n "$rel" ] && [ -f "$D/status" ] && command -v dpkg-query >/dev/null 2>&1;
     case "$pkg" in ''|*[!a-z0-9.+-]*) pkg= ;; esac
   fi
   if [ -n "$pkg" ]; then
-    c dpkg dpkg-query --admindir="$D" -W -f '${Package}\t${Version}\t${source:Package}\t${source:Version}\n' "$pkg"
+    c dpkg $T dpkg-query --admindir="$D" -W -f '${Package}\t${Version}\t${source:Package}\t${source:Version}\n' "$pkg"
     z="$R/usr/share/doc/$pkg/changelog.Debian.gz"
-    if [ -r "$z" ]; then c changelog sh -c 'gzip -dc "$1" | head -c "$2"' sh "$z" "$L"; fi
+    if r "$z"; then c changelog sh -c 'gzip -dc "$1" | head -c "$2"' sh "$z" "$L"; fi
   fi
 fi
 exit 0
 """
+READ_TIMEOUT_S = 90     # the script reads a few files and asks dpkg-query twice: seconds on a Pi Zero
 
 
 @dataclass(frozen=True)
@@ -167,8 +174,12 @@ def read_running(transport: Transport, root: str = "", host: str | None = None) 
     """The running kernel of the transport's machine (or of the copy of a
     board's files below root on it)."""
     where = host or transport.name
-    proc = transport.run(["sh", "-c", _SCRIPT, "sh", root, str(SMALL_MAX), str(CONFIG_MAX), str(CHANGELOG_MAX)],
-                         timeout=120, step="reading the running kernel")
+    try:
+        proc = transport.run(["sh", "-c", _SCRIPT, "sh", root, str(SMALL_MAX), str(CONFIG_MAX), str(CHANGELOG_MAX)],
+                             timeout=READ_TIMEOUT_S, step="reading the running kernel")
+    except subprocess.TimeoutExpired:
+        raise UserError(f"reading the running kernel of {where} took more than {READ_TIMEOUT_S} s: check that "
+                        "its files (or the --sysroot copy) are regular files and that dpkg-query answers") from None
     if proc.returncode:
         raise UserError(f"could not read the running kernel of {where}: "
                         f"{(proc.stderr.strip().splitlines() or [f'exit status {proc.returncode}'])[-1]}")

@@ -31,7 +31,7 @@ The source id records exactly what was built:
     git      git:<url>@<40-hex commit> (branch <name>)
     tar      tar:<file name> sha256:<hex>
     debian   debian:linux-source-X.Y=<package version>
-    dir      dir:<real path>@git:<commit>[+dirty], or, outside git,
+    dir      dir:<real path>@git:<commit>[+dirty] (read without running git in the tree: treeid.py), or, outside git,
              dir:<real path>@files:<count>,newest:<ISO mtime> (cheap; not a content hash)
 
 API:
@@ -56,8 +56,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from ..errors import UserError
-from ..paths import resolved
-from . import debian, fetch
+from ..paths import read_regular_bounded, resolved
+from . import debian, fetch, treeid
 from .fetch import Progress, report
 
 RPI_GIT_URL = "https://github.com/raspberrypi/linux"
@@ -67,7 +67,10 @@ FLAVOUR_RPI, FLAVOUR_MAINLINE = "raspberrypi", "mainline"
 RPI_MARKERS = ("arch/arm64/configs/bcm2711_defconfig", "arch/arm64/configs/bcm2712_defconfig",
                "arch/arm/configs/bcmrpi_defconfig", "arch/arm/configs/bcm2709_defconfig")
 SPEC_HELP = "use rpi[:BRANCH], git:URL[@REF], tar:PATH|URL, dir:PATH or debian[:X.Y|:latest]"
-_GIT_ENV = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"}
+# Only the transports a kernel repository is served over: never git's ext::
+# or fd:: (which run or read what the URL says), whatever the host's config allows.
+_GIT_ENV = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C", "GIT_ALLOW_PROTOCOL": "file:git:http:https:ssh"}
+MAKEFILE_MAX = 1 << 20     # the top Makefile: ~70 kB
 _GIT_PROGRESS = re.compile(r"(Receiving objects|Resolving deltas|Updating files):\s+\d+% \((\d+)/(\d+)\)")
 
 
@@ -138,11 +141,22 @@ def _split_git_ref(rest: str) -> tuple[str, str | None]:
     return url, ref
 
 
+def check_git_words(url: str | None, ref: str | None, shown: str) -> None:
+    """A URL or ref that git would read as an option (`--upload-pack=CMD`
+    runs CMD) is refused; both are also passed after `--` (architecture rule 12)."""
+    for what, word in (("URL", url), ("branch, tag or commit", ref)):
+        if word is not None and (word.startswith("-") or any(ord(c) < 32 for c in word)):
+            example = "https://host/linux.git" if what == "URL" else "rpi-6.12.y"
+            raise UserError(f"{shown}: a git {what} cannot start with '-' or hold control characters (git would "
+                            f"take it as an option): give the repository's own {what}, e.g. {example}")
+
+
 def parse_source_spec(text: str) -> SourceSpec:
     text = (text or "").strip()
     kind, sep, rest = text.partition(":")
     rest = rest.strip()
     if kind == "rpi":
+        check_git_words(None, rest or None, f"'{text}'")
         return SourceSpec("rpi", "", rest or None)
     if kind == "debian":
         series, eq, version = rest.partition("=")
@@ -158,6 +172,7 @@ def parse_source_spec(text: str) -> SourceSpec:
             raise UserError(f"'{text}' needs a location after '{kind}:', e.g. {example}")
         if kind == "git":
             url, ref = _split_git_ref(rest)
+            check_git_words(url, ref, f"'{text}'")
             return SourceSpec("git", url, ref)
         return SourceSpec(kind, rest if fetch.is_url(rest) else str(Path(rest).expanduser()))
     hint = ""
@@ -171,8 +186,8 @@ def parse_source_spec(text: str) -> SourceSpec:
 def read_kernel_version(tree: Path) -> KernelVersion:
     """VERSION/PATCHLEVEL/SUBLEVEL/EXTRAVERSION of the top Makefile."""
     makefile = Path(tree) / "Makefile"
-    try:
-        head = makefile.read_text(errors="replace").splitlines()[:30]
+    try:  # a regular file, bounded: a FIFO or a link to /dev/zero would never answer
+        head = read_regular_bounded(makefile, MAKEFILE_MAX, str(makefile)).decode(errors="replace").splitlines()[:30]
     except OSError:
         raise UserError(f"{tree} is not a Linux kernel source tree (no top-level Makefile)") from None
     vals = {}
@@ -204,7 +219,8 @@ def _find_root(extracted: Path, what: str) -> Path:
     if (extracted / "Makefile").is_file():
         return extracted
     entries = [p for p in extracted.iterdir() if not p.name.startswith(".")] if extracted.is_dir() else []
-    if len(entries) == 1 and entries[0].is_dir() and (entries[0] / "Makefile").is_file():
+    if len(entries) == 1 and entries[0].is_dir() and not entries[0].is_symlink() and \
+            (entries[0] / "Makefile").is_file():
         return entries[0]
     raise UserError(f"{what} does not contain a Linux kernel source tree (expected one top directory with a Makefile)")
 
@@ -230,6 +246,7 @@ def _extract_once(key: str, archive: Path, source_id: str, origin: str, progress
             return tree
         with fetch.building(tree) as stage:
             fetch.extract_tar(archive, stage.dir, progress, f"extracting {archive.name}")
+            fetch.check_entries(stage.dir, str(archive))
             stage.root = _find_root(stage.dir, str(archive))
             _check_tree(stage.root, str(archive))
             fetch.write_json(tree.with_name(key + ".json"),
@@ -265,27 +282,6 @@ def _debian(spec: SourceSpec, progress: Progress) -> KernelSource:
     return _make_source(SourceSpec("debian", src.series, spec.ref), tree, source_id, key, origin)
 
 
-def _dir_identity(tree: Path) -> str:
-    if (tree / ".git").exists() and shutil.which("git"):
-        head = subprocess.run(["git", "-C", str(tree), "rev-parse", "HEAD"], capture_output=True, text=True)
-        if head.returncode == 0:
-            dirty = subprocess.run(["git", "-C", str(tree), "status", "--porcelain", "--untracked-files=no"],
-                                   capture_output=True, text=True).stdout.strip()
-            return f"git:{head.stdout.strip()}" + ("+dirty" if dirty else "")
-    count, newest = 0, 0.0
-    for root, dirs, files in os.walk(tree):
-        dirs[:] = [d for d in dirs if d != ".git"]
-        for f in files:
-            try:
-                st = os.lstat(os.path.join(root, f))
-            except OSError:
-                continue
-            count += 1
-            newest = max(newest, st.st_mtime)
-    stamp = datetime.fromtimestamp(newest, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    return f"files:{count},newest:{stamp}"
-
-
 def _dir(spec: SourceSpec, progress: Progress) -> KernelSource:
     tree = resolved(spec.location, f"dir:{spec.location}")
     if not tree.is_dir():
@@ -297,7 +293,7 @@ def _dir(spec: SourceSpec, progress: Progress) -> KernelSource:
             raise UserError(f"dir:{spec.location} has build output ({leftover}); rtforge builds out of tree and "
                             f"never writes into yours, so run `make mrproper` there (or use a clean copy)")
     report(progress, f"identifying {tree}")
-    ident = _dir_identity(tree)
+    ident = treeid.identity(tree)    # nothing of the tree's own is run (treeid.py)
     source_id = f"dir:{tree}@{ident}"
     key = "dir-" + hashlib.sha256(source_id.encode()).hexdigest()[:16]
     return _make_source(SourceSpec("dir", str(tree)), tree, source_id, key, str(tree), in_place=True)
@@ -307,7 +303,7 @@ def _dir(spec: SourceSpec, progress: Progress) -> KernelSource:
 
 def _ls_remote(url: str, ref: str | None) -> tuple[str, str]:
     """(commit, ref name) of ref at url; ref None = the remote HEAD's branch."""
-    argv = ["git", "ls-remote", "--symref", url, "HEAD"] if ref is None else ["git", "ls-remote", url]
+    argv = ["git", "ls-remote", "--symref", "--", url, "HEAD"] if ref is None else ["git", "ls-remote", "--", url]
     if shutil.which("git") is None:
         raise UserError("git is not installed: apt-get install git")
     p = subprocess.run(argv, capture_output=True, text=True, env=_GIT_ENV, stdin=subprocess.DEVNULL, timeout=120)
@@ -335,7 +331,7 @@ def _ls_remote(url: str, ref: str | None) -> tuple[str, str]:
 
 
 def _fetch_ref(into: Path, url: str, ref: str, progress: Progress) -> tuple[int, list[str]]:
-    proc = subprocess.Popen(["git", "-C", str(into), "fetch", "--depth", "1", "--progress", url, ref],
+    proc = subprocess.Popen(["git", "-C", str(into), "fetch", "--depth", "1", "--progress", "--", url, ref],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=_GIT_ENV, stdin=subprocess.DEVNULL)
     tail = b""
     lines: list[str] = []
@@ -374,8 +370,9 @@ def _git_checkout(url: str, commit: str, ref: str, into: Path, progress: Progres
         raise UserError(f"{ref} of {url} moved from {commit[:12]} to {got[:12]} while fetching: run again")
 
 
-def _git(spec: SourceSpec, progress: Progress) -> KernelSource:
+def _git(spec: SourceSpec, progress: Progress, shown: str | None = None) -> KernelSource:
     url = spec.location
+    check_git_words(url, spec.ref, shown or f"'{spec.text}'")
     refs_file = fetch.kernel_cache() / "git-refs.json"
     seen_key = f"{url}@{spec.ref or 'HEAD'}"
     notes: tuple[str, ...] = ()
@@ -398,6 +395,7 @@ def _git(spec: SourceSpec, progress: Progress) -> KernelSource:
             with fetch.building(tree) as stage:
                 _git_checkout(url, commit, branch, stage.dir, progress)
                 shutil.rmtree(stage.dir / ".git")
+                fetch.check_entries(stage.dir, f"{url}@{branch}")   # git checks out links to anywhere
                 _check_tree(stage.dir, f"{url}@{branch}")
                 fetch.write_json(tree.with_name(key + ".json"),
                                  {"source_id": source_id, "origin": url, "branch": branch, "created": time.time()})
@@ -415,6 +413,7 @@ def prepare_source(spec: str | SourceSpec, progress: Progress = None) -> KernelS
     s = parse_source_spec(spec) if isinstance(spec, str) else spec
     if s.kind == "rpi":
         url = os.environ.get(ENV_RPI_GIT_URL) or RPI_GIT_URL
-        src = _git(SourceSpec("git", url, s.ref), progress)
+        src = _git(SourceSpec("git", url, s.ref), progress, f"{ENV_RPI_GIT_URL}={url!r}" if url != RPI_GIT_URL else
+                   f"'{s.text}'")
         return KernelSource(**{**src.__dict__, "spec": s.text, "kind": "rpi"})
     return {"git": _git, "tar": _tar, "dir": _dir, "debian": _debian}[s.kind](s, progress)

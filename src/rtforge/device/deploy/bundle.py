@@ -21,8 +21,11 @@ member is refused with one sentence.
 
 from __future__ import annotations
 
+import hashlib
 import lzma
+import os
 import posixpath
+import stat
 import tarfile
 import tempfile
 import zlib
@@ -33,7 +36,7 @@ from typing import Any
 from ...errors import UserError
 from ...paths import resolved
 from ..transport.transport import sha256_file
-from .manifest import check_manifest, fits, read_manifest
+from .manifest import check_manifest, fits, parse_manifest, read_manifest_bytes
 
 
 @dataclass
@@ -41,6 +44,11 @@ class Bundle:
     root: Path
     manifest: dict[str, Any]
     _tmp: tempfile.TemporaryDirectory | None = None
+    manifest_bytes: bytes = b""   # manifest.json as read (once): what deploy installs as rtforge.json
+
+    @property
+    def manifest_sha256(self) -> str:
+        return hashlib.sha256(self.manifest_bytes).hexdigest()
 
     @property
     def release(self) -> str:
@@ -88,7 +96,11 @@ class Bundle:
         return f"lib/modules/{self.release}"
 
     def verify(self) -> None:
-        """Every file present with its recorded sha256, nothing unlisted (links included)."""
+        """Every file present with its recorded sha256, nothing unlisted, and
+        nothing but plain folders and regular files: the whole folder is
+        uploaded and installed as root, so a link, a FIFO, a device node, a
+        set-id or sticky file or anything others may write (mode o+w) is
+        refused here (deploy normalises the other modes on the board)."""
         bad = []
         for rel, digest in self.files.items():
             p = self.root / rel
@@ -98,13 +110,32 @@ class Bundle:
                 bad.append(f"{rel} is missing")
             elif sha256_file(p) != digest:
                 bad.append(f"{rel} does not match its sha256")
-        extra = [str(p.relative_to(self.root)) for p in self.root.rglob("*")
-                 if (p.is_file() or p.is_symlink()) and p.relative_to(self.root) != Path("manifest.json")
-                 and str(p.relative_to(self.root)) not in self.files]
-        bad += [f"{rel} is not in the manifest" for rel in extra]
+        bad += self._entries()
         if bad:
             more = f" (and {len(bad) - 3} more)" if len(bad) > 3 else ""
             raise UserError(f"the bundle {self.root} is damaged: {'; '.join(bad[:3])}{more}; rebuild it")
+
+    def _entries(self) -> list[str]:
+        """What the folder holds beyond plain folders and listed regular files."""
+        bad = []
+        for top, dirs, names in os.walk(self.root):  # links to folders are in dirs, and not entered
+            for name in sorted(dirs + names):
+                path = os.path.join(top, name)
+                rel = os.path.relpath(path, self.root)
+                mode = os.lstat(path).st_mode
+                if stat.S_ISDIR(mode):
+                    if mode & stat.S_IWOTH:
+                        bad.append(f"{rel}/ may be written by anyone (mode {mode & 0o7777:o})")
+                elif stat.S_ISLNK(mode):
+                    if rel not in self.files:
+                        bad.append(f"{rel} is a symbolic link")
+                elif not stat.S_ISREG(mode):
+                    bad.append(f"{rel} is a FIFO, a device node or a socket")
+                elif mode & (stat.S_ISUID | stat.S_ISGID | stat.S_ISVTX | stat.S_IWOTH):
+                    bad.append(f"{rel} has mode {mode & 0o7777:o} (set-id, sticky or writable by anyone)")
+                elif rel not in self.files and rel != "manifest.json":
+                    bad.append(f"{rel} is not in the manifest")
+        return bad
 
     def close(self) -> None:
         if self._tmp:
@@ -184,10 +215,11 @@ def open_bundle(path: Path) -> Bundle:
     else:
         raise UserError(f"{path} is not a bundle: give the directory or tarball that `rtforge kernel build` made")
     try:
-        manifest = read_manifest(path, root)
+        raw = read_manifest_bytes(path, root)
+        manifest = parse_manifest(path, raw)
         check_manifest(path, root, manifest)
     except BaseException:
         if tmp:
             tmp.cleanup()
         raise
-    return Bundle(root, manifest, tmp)
+    return Bundle(root, manifest, tmp, raw)

@@ -16,8 +16,14 @@ QEMU to it (kernel/boottest.py).  The answers everyone shares are here:
 Fields: board, arch, machines (uname -m), models (device-tree model prefixes),
 pis (Pi model names, pi_models.toml), kernelrelease, image, uname_v_marker,
 files ({path: sha256} of every other file), and what the build adds (flavour,
-dtbs, overlays, config_sha256, emulated, user_cpus, source_id, ...).  Every
-path is checked before a bundle is used (check_manifest).
+dtbs, overlays, config_sha256, emulated, user_cpus, source_id, headers, ...).
+A manifest may come from anywhere and is checked as hostile input before a
+bundle is used (check_manifest): every path it names is a plain relative
+path, listed and so hashed in `files` (the headers package included); every
+string that reaches a file or a command on the board is a plain name of one
+line; the RT marker is one rtforge writes (PREEMPT_RT, or RT), never empty.
+The manifest's own bytes are read once, and those bytes are what deploy
+installs as rtforge.json, checked there by their sha256 (bundle.py).
 
 Manifest history (bump MANIFEST_VERSION and add a line when a field changes):
   1  2026-11  first version.
@@ -45,6 +51,9 @@ REQUIRED = ("board", "arch", "machines", "models", "kernelrelease", "image", "un
 # release: lib/modules/<release>, the os_prefix folder).
 NAME_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._+~-]{0,127}")
 SHA256_RE = re.compile(r"[0-9a-f]{64}")
+# Free text that is shown and compared (device-tree models, Pi names): printable ASCII, one line.
+_LINE_RE = re.compile(r"[ -~]{1,128}")
+RT_MARKERS = ("PREEMPT_RT", "RT")      # what rt_marker() gives, all a manifest may say
 MAX_MANIFEST_BYTES = 16 << 20
 _CONFIG_LINE = re.compile(r"^CONFIG_([A-Za-z0-9_]+)=(.*)$", re.M)
 
@@ -145,6 +154,11 @@ def write_manifest(root: Path, **fields: Any) -> dict[str, Any]:
 def read_manifest(path: Path, root: Path) -> Any:
     """root/manifest.json, parsed (a regular file, not followed through a
     link, bounded); `path` is the bundle as the user named it, for messages."""
+    return parse_manifest(path, read_manifest_bytes(path, root))
+
+
+def read_manifest_bytes(path: Path, root: Path) -> bytes:
+    """root/manifest.json's bytes, read once: what is checked is what is installed."""
     where = root / "manifest.json"
     try:
         fd = os.open(where, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
@@ -161,6 +175,10 @@ def read_manifest(path: Path, root: Path) -> Any:
     if len(data) > MAX_MANIFEST_BYTES:
         raise UserError(f"{path}/manifest.json is over {MAX_MANIFEST_BYTES >> 20} MB, not a manifest: "
                         "rebuild the bundle")
+    return data
+
+
+def parse_manifest(path: Path, data: bytes) -> Any:
     try:
         return json.loads(data.decode("utf-8"))
     except UnicodeDecodeError as e:
@@ -195,21 +213,50 @@ def check_manifest(path: Path, root: Path, m: Any) -> None:
         raise UserError(f"{path}/manifest.json lacks {', '.join(missing)}: rebuild the bundle")
     _check_fields(m, bad)
     _check_files(root, m["files"], bad)
+    _check_headers(m, bad)
     if f"boot/{m['image']}" not in m["files"]:
         raise bad(f"names the kernel image {m['image']} but does not list boot/{m['image']}")
     _check_machines(root, m, bad)
 
 
 def _check_fields(m: dict, bad: Callable[[str], UserError]) -> None:
-    for key in ("board", "arch", "uname_v_marker"):
-        if not isinstance(m[key], str):
-            raise bad(f"has a {key} that is not a string")
+    """A manifest is hostile input: every string that reaches a file or a
+    command on the board (the board's name and the release in config.txt's
+    block, the image in kernel=, the headers package for apt) is one line of
+    a known alphabet, and the RT marker is one rtforge writes."""
+    for key in ("board", "arch", "kernelrelease", "image", *(k for k in ("flavour",) if k in m)):
+        if not isinstance(m[key], str) or not NAME_RE.fullmatch(m[key]):
+            raise bad(f"has a {key} ({str(m[key])[:60]!r}) that is not a plain name")
+    if m["uname_v_marker"] not in RT_MARKERS:
+        raise bad(f"has the RT marker {str(m['uname_v_marker'])[:60]!r}, not one rtforge writes "
+                  f"({' or '.join(RT_MARKERS)})")
     for key in ("machines", "models", "pis"):
         if key in m and (not isinstance(m[key], list) or not all(isinstance(x, str) for x in m[key])):
             raise bad(f"has {key} that are not a list of strings")
-    for key in ("kernelrelease", "image"):
-        if not isinstance(m[key], str) or not NAME_RE.fullmatch(m[key]):
-            raise bad(f"has a {key} ({str(m[key])[:60]!r}) that is not a plain name")
+        if key in m and not all((NAME_RE if key == "machines" else _LINE_RE).fullmatch(x) for x in m[key]):
+            raise bad(f"has {key} that are not plain names of one line")
+
+
+def _check_headers(m: dict, bad: Callable[[str], UserError]) -> None:
+    """`headers`: the headers package is a listed (and so hashed) file of the
+    bundle's headers/ folder -- never a path out of it for the board's apt."""
+    h = m.get("headers")
+    if h is None:
+        return
+    if not isinstance(h, dict):
+        raise bad("has 'headers' that is not an object")
+    deb, package, why = h.get("deb"), h.get("package"), h.get("why")
+    if why is not None and (not isinstance(why, str) or not why.isprintable()):
+        raise bad("has a headers 'why' that is not one line of text")
+    if package is not None and (not isinstance(package, str) or not NAME_RE.fullmatch(package)):
+        raise bad(f"names the headers package {str(package)[:60]!r}, which is not a plain name")
+    if deb is None:
+        return
+    name = deb[len("headers/"):] if isinstance(deb, str) and deb.startswith("headers/") else ""
+    if not NAME_RE.fullmatch(name) or not name.endswith(".deb"):
+        raise bad(f"names the headers package file {str(deb)[:80]!r}, which is not headers/<name>.deb")
+    if deb not in m["files"]:
+        raise bad(f"names the headers package {deb}, which it does not list (and so does not check)")
 
 
 def _check_files(root: Path, files: Any, bad: Callable[[str], UserError]) -> None:

@@ -18,13 +18,13 @@ Raspberry Pi's own RT kernel package takes the same path (official.py).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 
 from ...errors import UserError
 from ..firmware.bootcfg import BootChoice
 from ..transport.device import Device
 from ..transport.facts import DeviceFacts
+from ..transport.transport import UploadDamaged
 from .bundle import Bundle
 from .pitry import PiPayload, PiTryboot
 from .steps import Steps
@@ -98,6 +98,8 @@ class BundlePayload(PiPayload):
             self.sh('rm -rf "$1" && mkdir -- "$1"', self.staging(), step="upload")
             # held to the manifest's sums (which bundle.verify checked here)
             self.t.put_verified(self.bundle.root, self.staging(), expected=self.bundle.files, sudo=True, step="upload")
+            # modes as a build makes them, whatever the folder had: root's to write, everyone's to read
+            self.sh('chmod -R u=rwX,go=rX -- "$1"', self.staging(), step="upload")
         steps.run("upload", put, lambda: self.sh('rm -rf "$1"', self.staging(), step="cleanup"), partial=True)
 
     def install(self, steps: Steps) -> None:
@@ -116,7 +118,7 @@ class BundlePayload(PiPayload):
         # its name inside the new prefix: without the prefix it is read from now
         name_in_prefix = cmdline[len(before.os_prefix):] if cmdline and before.os_prefix and \
             cmdline.startswith(before.os_prefix) else cmdline
-        manifest = json.dumps(self.bundle.manifest, indent=1, sort_keys=True).encode()
+        manifest = self.bundle.manifest_bytes     # the very bytes that were checked, and their sha256 on the board
 
         def boot_files():
             self.sh('[ ! -e "$1" ] || mv "$1" "${1%/}.rtforge-old"; mkdir -p "$1" && cp -r "$2/boot/." "$1"',
@@ -124,6 +126,10 @@ class BundlePayload(PiPayload):
             if cmdline:  # the firmware reads cmdline.txt from the os_prefix directory too
                 self.sh('cp "$1" "$2"', self.mech.boot(cmdline), f"{pdir}/{name_in_prefix}", step="install kernel")
             self.t.write_bytes(f"{pdir}/rtforge.json", manifest, sudo=True, step="install kernel")
+            got = self.t.sha256([f"{pdir}/rtforge.json"], sudo=True, step="install kernel")
+            if got.get(f"{pdir}/rtforge.json") != self.bundle.manifest_sha256:
+                raise UploadDamaged(f"the upload to {self.t.name} is damaged: {pdir}/rtforge.json differs from "
+                                    "the manifest that was checked; check the board's storage, then try again")
         steps.run("install kernel", boot_files,
                   lambda: self.sh('rm -rf "$1"; [ ! -e "${1%/}.rtforge-old" ] || mv "${1%/}.rtforge-old" "$1"',
                                   pdir, step="cleanup"))

@@ -68,6 +68,15 @@ def strip_block(config: str, tag: str = "kernel") -> str:
     return "".join(out)
 
 
+def one_line(label: str, limit: int = 120) -> str:
+    """A label as the block's first line shows it: printable ASCII only.  A
+    label comes from a bundle's manifest or a user's words, and a line break
+    in it (a newline, a lone CR, a form feed, U+2028: all end a line for the
+    reader of config.txt or for Python) would put lines of its own into
+    config.txt, or end the block early."""
+    return "".join(c if " " <= c <= "~" else "?" for c in label)[:limit]
+
+
 def with_block(config: str, tag: str, label: str, lines: list[str] | None) -> str:
     """config.txt plus a block.  Appended last, after [all], so no earlier
     section can hide it and it overrides earlier lines of the same keys (a
@@ -76,7 +85,7 @@ def with_block(config: str, tag: str, label: str, lines: list[str] | None) -> st
     if lines is None:
         return strip_block(config, tag)
     eol = "\r\n" if "\r\n" in config else "\n"
-    block = [f"{BLOCK_BEGIN} {tag}: {label}, {datetime.now(UTC):%Y-%m-%dT%H:%M:%SZ}", "[all]", *lines,
+    block = [f"{BLOCK_BEGIN} {tag}: {one_line(label)}, {datetime.now(UTC):%Y-%m-%dT%H:%M:%SZ}", "[all]", *lines,
              BLOCK_END]
     body = strip_block(config, tag)
     if body and not body.endswith("\n"):
