@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import shlex
 import sys
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -161,6 +162,8 @@ def start(
     window: str = WINDOW, interval_us: str = INTERVAL, priority: str = PRIORITY, cpus: str | None = CPUS,
     alert_us: str | None = ALERT, textfile_dir: str | None = TEXTFILE, state_dir: str | None = STATE,
     keep_days: str = KEEP, max_mb: str = CAP, ssh_config: Path | None = SSH_CONFIG,
+    dry_run: bool = typer.Option(False, "--dry-run", help="check everything and print the unit and each change "
+                                 "it would make, changing nothing"),
 ) -> None:
     """Install the probe and rtforge-monitor.service, enable it at boot and start it."""
     from ..monitor import service
@@ -170,13 +173,22 @@ def start(
                  keep_days=keep_days, max_mb=max_mb)
     transport = _transport(host, ssh_config)
     try:
-        f, notes = service.start(transport, spec, on_step=_steps())
+        f, notes, changes = service.start(transport, spec, on_step=_steps(), dry_run=dry_run)
     finally:
         transport.close()
     err = err_console()
     for note in notes:
         err.print(f"note: {shown(note, 300)}", highlight=False)
     where = "this machine" if isinstance(transport, LocalTransport) else host
+    if dry_run:
+        out = make_console()
+        out.print(f"`rtforge monitor start` would, on {shown(where)} ({shown(f.hostname)}), changing nothing now:",
+                  highlight=False)
+        for i, change in enumerate(changes, 1):
+            out.print(f"  {i}. {shown(change, 300)}", highlight=False)
+        out.print(f"\n{service.UNIT_PATH}:", highlight=False)
+        out.print(service.unit_text(spec), highlight=False, markup=False, end="")
+        return
     make_console().print(f"{service.UNIT} runs on {shown(where)} ({shown(f.hostname)}): "
                          f"{format_span(spec.window_s)} windows into {shown(spec.state_dir, 200)}, started at boot",
                          highlight=False)
@@ -309,12 +321,22 @@ def trend(
     min_windows: str = typer.Option("8000", "--min-windows", metavar="INTEGER", help="the rule's windows"),
     margin_pct: str = typer.Option("10", "--margin-pct", metavar="INTEGER", help="the rule's tolerance: p99.99 and "
                                    "max at most this % above the kernel before"),
+    since: str | None = typer.Option(None, "--since", metavar="WHEN", help="from this UTC date or time "
+                                     "(2026-03-01, 2026-03-01T12:00), or this long ago (30d)"),
+    until: str | None = typer.Option(None, "--until", metavar="WHEN", help="up to this UTC date or time, or this "
+                                     "long ago"),
     results_dir: Path | None = RESULTS_DIR,
     as_json: bool = typer.Option(False, "--json", help="print the kernels and the verdict as JSON"),
 ) -> int:
-    """The long-term view (max per window over days, kernel changes marked) and the promotion rule's verdict."""
+    """The long-term view (max per window over days, kernel changes marked) and the promotion rule's verdict.
+
+    Exit status 1 when the newest kernel of a board shows a regression (a "no",
+    for a nightly job to gate on), 0 otherwise."""
     rule = Rule(min_days=parse_span_s(min_span, "--min-span", "30d, 7d, 12h") / 86400,
                 min_windows=_count("--min-windows", min_windows), margin=_count("--margin-pct", margin_pct) / 100)
+    since_ns, until_ns = _when_ns("--since", since), _when_ns("--until", until)
+    if since_ns is not None and until_ns is not None and until_ns <= since_ns:
+        raise UserError(f"--until {shown(until or '')} is not after --since {shown(since or '')}")
     store = Store(results_dir)
     if output is not None:
         paths.check_output(output)
@@ -325,7 +347,7 @@ def trend(
     trends = []
     for name in host:
         folder = find_host(store.root, name)
-        trends.append(load_trend(folder.path, folder.host, rule))
+        trends.append(load_trend(folder.path, folder.host, rule, since_ns, until_ns))
     if as_json:
         print(json.dumps([{"host": t.host, "windows": len(t.windows), "rule": rule.text(),
                            "verdict": {"status": t.verdict.status, "line": t.verdict.line},
@@ -339,7 +361,26 @@ def trend(
         from ..report.plotting import render
         paths.write_output(output, render(trend_figure(trends), output.suffix.lower()[1:]))
         err_console().print(f"wrote {shown(str(output))}", highlight=False)
-    return 0
+    return 1 if any(t.verdict.status == "regression" for t in trends) else 0
+
+
+def _when_ns(option: str, text: str | None) -> int | None:
+    """A UTC date or time (2026-03-01, 2026-03-01T12:00), or a span back from now (30d), as Unix ns."""
+    if text is None:
+        return None
+    t = text.strip()
+    try:
+        when = datetime.fromisoformat(t)
+    except ValueError:
+        try:
+            back = parse_span_s(t, option, "2026-03-01, 2026-03-01T12:00, 30d")
+        except UserError:
+            raise UserError(f"{option} '{shown(text)}' is neither a UTC date or time (2026-03-01, "
+                            "2026-03-01T12:00) nor a span back from now (30d, 12h)") from None
+        return time.time_ns() - round(back * 1e9)
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return round(when.timestamp() * 1e9)
 
 
 def _count(option: str, text: str) -> int:

@@ -20,8 +20,8 @@ from pathlib import Path
 
 from ..device import Transport
 from ..errors import UserError
+from ..results.monitordb import MonitorDB
 from ..results.monitorfolder import MonitorFolder, host_name, wanted
-from ..results.windows import read_events, read_windows
 
 _LIST = r"""
 cd "$1" 2>/dev/null || exit 3
@@ -86,6 +86,11 @@ def _parse_listing(out: str) -> dict[str, tuple[int, str]]:
     return files
 
 
+# What one round trip brings at most (before the board's own headers): a first
+# fetch of months is hundreds of MB, never held in memory at once.
+BATCH_BYTES = 32 << 20
+
+
 def fetch(transport: Transport, store_root: Path, state_dir: str, *, on_step=lambda s: None) -> Fetched:
     host = _board_host(transport, state_dir)
     folder = MonitorFolder(store_root, host)
@@ -94,6 +99,7 @@ def fetch(transport: Transport, store_root: Path, state_dir: str, *, on_step=lam
     r = transport.run(["sh", "-c", _LIST, "sh", state_dir], step="listing the monitor's files")
     if r.returncode:
         raise UserError(f"cannot read {state_dir} on {transport.name}: {r.stderr.strip() or r.returncode}")
+    folder.save_cursor(folder.cursor())   # the folder, made (links refused) before its index opens in it
     cursor = folder.cursor()
     seen: dict[str, list] = cursor["files"]    # name -> [bytes taken, checksum of its head then]
     listing = _parse_listing(r.stdout)
@@ -101,6 +107,28 @@ def fetch(transport: Transport, store_root: Path, state_dir: str, *, on_step=lam
         folder.remove("pending.jsonl")
     for name in [n for n in seen if n not in listing]:  # rotated away there (kept here)
         del seen[name]
+    ask = _to_ask(listing, seen, res)
+    with MonitorDB.open(folder.path) as db:
+        for i, batch in enumerate(_batches(ask, listing)):
+            on_step(f"fetching {len(ask)} files from {transport.name}" + (f" (part {i + 1})" if i else ""))
+            data = transport.run_bytes(["sh", "-c", _SEND, "sh", state_dir, *(x for off, name in batch
+                                                                              for x in (str(off), name))],
+                                       step="fetching the monitor's files")
+            for off, total, name, blob in _split(data):
+                _take(folder, db, res, seen, listing, off, total, name, blob)
+            del data
+            # the cursor after each part: a fetch cut short keeps what it took
+            cursor.update({"files": seen, "destination": transport.name, "fetched_ns": time.time_ns()})
+            folder.save_cursor(cursor)
+        cursor.update({"files": seen, "destination": transport.name, "fetched_ns": time.time_ns()})
+        folder.save_cursor(cursor)
+        summary = db.summary()
+    res.windows, res.first_ns, res.last_ns, res.gaps = summary.windows, summary.first_ns, summary.last_ns, summary.gaps
+    return res
+
+
+def _to_ask(listing: dict[str, tuple[int, str]], seen: dict[str, list], res: Fetched) -> list[tuple[int, str]]:
+    """(offset, name) of each board file with bytes the store has not taken."""
     ask = []
     for name, (size, head) in listing.items():
         how = wanted(name)
@@ -109,48 +137,56 @@ def fetch(transport: Transport, store_root: Path, state_dir: str, *, on_step=lam
             continue
         have = seen.get(name)
         taken = have[0] if isinstance(have, list) and len(have) == 2 and isinstance(have[0], int) else None
-        same = taken is not None and have[1] == head
+        same = taken is not None and have is not None and have[1] == head
         if how == "append":
             # another file under the same name (events.jsonl after its rotation): from its start
-            off = taken if same and 0 <= taken <= size else 0
+            off = taken if same and taken is not None and 0 <= taken <= size else 0
             if off < size:
                 ask.append((off, name))
         elif not (same and taken == size):
             ask.append((0, name))
-    if ask:
-        on_step(f"fetching {len(ask)} files from {transport.name}")
-        data = transport.run_bytes(["sh", "-c", _SEND, "sh", state_dir, *(x for off, name in ask
-                                                                          for x in (str(off), name))],
-                                   step="fetching the monitor's files")
-        for off, total, name, blob in _split(data):
-            how = wanted(name)
-            if how is None:
-                continue
-            res.files += 1
-            if how == "append":
-                whole = blob[:blob.rfind(b"\n") + 1]  # a line still being written: next time
-                added, bad = folder.add_lines(name, whole)
-                res.bad_lines += bad
-                if name.startswith("windows/"):
-                    res.new_windows += added
-                elif name.startswith("events"):
-                    res.new_events += added
-                seen[name] = [off + len(whole), listing[name][1]]
-            else:
-                if name == "events.1.jsonl":
-                    added, bad = folder.add_lines(name, blob[:blob.rfind(b"\n") + 1])
-                    res.new_events += added
-                else:
-                    folder.put(name, blob)
-                seen[name] = [total, listing[name][1]]
-    cursor.update({"files": seen, "destination": transport.name, "fetched_ns": time.time_ns()})
-    folder.save_cursor(cursor)
-    windows = read_windows(folder.path)
-    res.windows = len(windows)
-    res.first_ns = windows[0].start_ns if windows else None
-    res.last_ns = windows[-1].end_ns if windows else None
-    res.gaps = sum(1 for e in read_events(folder.path) if e["event"] == "gap")
-    return res
+    return ask
+
+
+def _batches(ask: list[tuple[int, str]], listing: dict[str, tuple[int, str]]):
+    """The asks in parts of about BATCH_BYTES each (a part holds at least one file)."""
+    part: list[tuple[int, str]] = []
+    size = 0
+    for off, name in ask:
+        n = listing[name][0] - off
+        if part and size + n > BATCH_BYTES:
+            yield part
+            part, size = [], 0
+        part.append((off, name))
+        size += n
+    if part:
+        yield part
+
+
+def _take(folder: MonitorFolder, db: MonitorDB, res: Fetched, seen: dict[str, list],
+          listing: dict[str, tuple[int, str]], off: int, total: int, name: str, blob: bytes) -> None:
+    """One board file's new bytes into the store's files and its index."""
+    how = wanted(name)
+    if how is None:
+        return
+    res.files += 1
+    if how == "append" or name == "events.1.jsonl":
+        whole = blob[:blob.rfind(b"\n") + 1]  # a line still being written: next time
+        added, bad, records = folder.add_lines(name, whole)
+        res.bad_lines += bad
+        kind = name.split("/")[0]
+        if kind == "windows":
+            res.new_windows += added
+            db.add_windows(records)
+        elif kind in ("hours", "days"):
+            db.add_rollups(records)
+        else:
+            res.new_events += added
+            db.add_events(records)
+        seen[name] = [off + len(whole), listing[name][1]] if how == "append" else [total, listing[name][1]]
+    else:
+        folder.put(name, blob)
+        seen[name] = [total, listing[name][1]]
 
 
 def _split(data: bytes):

@@ -27,8 +27,9 @@ from matplotlib.dates import AutoDateLocator, ConciseDateFormatter, date2num
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from ..results.display import clean, md_cell
-from ..results.trend import KernelSpan, Rule, Verdict, changes, evaluate, gaps, kernel_spans
-from ..results.windows import Reading, Window, read_events, read_rollups, read_windows
+from ..results.monitordb import MonitorDB
+from ..results.trend import KernelSpan, Rule, Verdict, changes, evaluate, gaps, kernel_spans, limits
+from ..results.windows import P9999, Reading, Rollup, Window, merged_histogram, parse_rollup, read_records, read_windows
 from .plotting import PALETTE, WORST, Figure, inline_svg, number_ticks, plain, power_ticks
 
 
@@ -42,18 +43,36 @@ class HostTrend:
     changes: list[tuple[int, str, str]]
     gaps: list[dict]
     damaged: list[tuple[str, str]] = field(default_factory=list)
+    hours: list[Rollup] = field(default_factory=list)   # one per hour and life, merged over the CPUs
 
 
-def load_trend(folder: Path, host: str, rule: Rule) -> HostTrend:
+def load_trend(folder: Path, host: str, rule: Rule, since_ns: int | None = None,
+               until_ns: int | None = None) -> HostTrend:
+    """A board's trend from the store's index of its folder (results/monitordb.py):
+    the windows' figures and the hours' merged histograms of the span asked,
+    never the windows' own histograms, which months of them would make
+    gigabytes of."""
     reading = Reading()
-    windows = read_windows(folder, reading, light=True)
-    hours = read_rollups(folder, "hour", reading, merged=False)
-    events = read_events(folder, reading)
-    if not hours:  # no hours fetched: the windows' own histograms
-        windows = read_windows(folder, reading)
+    with MonitorDB.open(folder) as db:
+        windows = db.windows(since_ns, until_ns)
+        hours = db.rollups("hour", since_ns, until_ns)
+        events = [e for e in db.events() if _within(e, since_ns, until_ns)]
+        reading.damaged += db.damaged
+    # the hour in progress (the board's pending.jsonl, as fetched): not filed yet, so not indexed
+    filed = {(r.key, r.lives[0]) for r in hours}
+    hours += [r for r in read_records(folder, "", parse_rollup, reading, names=["pending.jsonl"])
+              if r.kind == "hour" and (r.key, r.lives[0]) not in filed
+              and _within({"t_ns": r.start_ns}, since_ns, until_ns)]
+    if not hours and windows:  # no hours fetched yet (a short run): the windows' own histograms
+        windows = [w for w in read_windows(folder, reading) if _within({"t_ns": w.start_ns}, since_ns, until_ns)]
     spans = kernel_spans(windows, hours or None, events)
     return HostTrend(host, windows, spans, evaluate(spans, rule), rule, changes(windows), gaps(events),
-                     reading.damaged)
+                     reading.damaged, hours)
+
+
+def _within(e: dict, since_ns: int | None, until_ns: int | None) -> bool:
+    t = e.get("t_ns")
+    return isinstance(t, int) and (since_ns is None or t >= since_ns) and (until_ns is None or t < until_ns)
 
 
 def _us_label(value: float, _pos=None) -> str:
@@ -76,9 +95,57 @@ def _when(ns: int) -> datetime:
     return datetime.fromtimestamp(ns / 1e9, tz=UTC)
 
 
+# More windows than this in the plot's width and their points merge into a
+# solid band: then each hour (or day) is drawn as its max over the p99.99.
+POINTS_MAX = 2500
+
+
+def _bucket_s(t: HostTrend) -> int:
+    """0: a point per window; else the seconds each band step spans (an hour, or a day)."""
+    if len(t.windows) <= POINTS_MAX:
+        return 0
+    span_s = (t.windows[-1].end_ns - t.windows[0].start_ns) / 1e9
+    return 3600 if span_s / 3600 <= POINTS_MAX else 86400
+
+
+def _bands(ax, t: HostTrend, s: KernelSpan, color: str, bucket_s: int) -> None:
+    """Per hour (day) of the kernel: its worst window (a line) over its p99.99 (the band's floor)."""
+    step = bucket_s * 1_000_000_000
+    mx: dict[int, int] = {}
+    for w in t.windows:
+        if (w.kernel, w.kver) == (s.release, s.version) and w.max_ns is not None:
+            k = w.start_ns // step
+            mx[k] = max(mx.get(k, 0), w.max_ns)
+    dist: dict[int, list] = {}
+    for r in t.hours:
+        if r.kernels and r.kernels[0] == (s.release, s.version):
+            dist.setdefault(r.start_ns // step, []).append(r)
+    keys = sorted(mx)
+    if not keys:
+        return
+    x = date2num([_when(k * step + step // 2) for k in keys])
+    top = np.array([mx[k] / 1000 for k in keys])
+    tails = []
+    for k in keys:
+        hist, lo, hi = merged_histogram(dist.get(k, []))
+        q = hist.quantile(P9999, lo, hi) if hist.total else None
+        tails.append(q / 1000 if q is not None else np.nan)
+    floor = np.array(tails)
+    unit = "hour" if bucket_s == 3600 else "day"
+    ax.fill_between(x, floor, top, color=color, alpha=0.25, lw=0, step="mid")
+    ax.plot(x, top, "-", lw=0.8, color=color, drawstyle="steps-mid", label=plain(f"kernel {s.label}: max per {unit}"))
+    ax.plot(x, floor, "-", lw=0.6, color=color, alpha=0.8, drawstyle="steps-mid")
+
+
 def _long_term(ax, t: HostTrend, colors: dict[str, str]) -> None:
-    """Max per window over time: one point per window, in its kernel's colour."""
+    """Max per window over time: one point per window, in its kernel's
+    colour; over a span whose points would merge, bands (max per hour or
+    day over its p99.99).  The legend stands beside the plot, never on its data."""
+    bucket_s = _bucket_s(t)
     for s in t.spans:
+        if bucket_s:
+            _bands(ax, t, s, colors[s.label], bucket_s)
+            continue
         pairs = [(w, m) for w in t.windows if (w.kernel, w.kver) == (s.release, s.version)
                  and (m := w.max_ns) is not None]
         if not pairs:
@@ -98,16 +165,22 @@ def _long_term(ax, t: HostTrend, colors: dict[str, str]) -> None:
         ax.axvline(x, color="black", ls="--", lw=1)
         ax.annotate(plain(f"→ {to}", 60), (x, 1), xycoords=("data", "axes fraction"), xytext=(3, -12),
                     textcoords="offset points", fontsize=8)
+    for name, ns in limits(t.verdict, t.rule).items():
+        if name == "max":   # the promotion limit of the maxima this plot shows
+            ax.axhline(ns / 1000, color=WORST, ls=":", lw=1.2,
+                       label=plain(f"promotion limit: max of kernel {t.verdict.reference.label} "  # type: ignore[union-attr]
+                                   f"+ {t.rule.margin * 100:g} % = {ns / 1000:,.1f} µs", 120))
     ax.set_yscale("log")
     _latency_ticks(ax.yaxis)
     loc = AutoDateLocator()
     ax.xaxis.set_major_locator(loc)
     ax.xaxis.set_major_formatter(ConciseDateFormatter(loc))
-    ax.set_ylabel("max per window (µs)")
-    ax.set_xlabel("time (UTC); grey: not measured; circled: alert windows")
+    what = "max per window" if not bucket_s else f"max per {'hour' if bucket_s == 3600 else 'day'} over its p99.99"
+    ax.set_ylabel(f"{what} (µs)")
+    ax.set_xlabel("time (UTC); grey: not measured" + ("; circled: alert windows" if not bucket_s else ""))
     ax.grid(True, which="major", alpha=0.3)
     if t.spans:
-        ax.legend(loc="upper left", fontsize=8)
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0, fontsize=8)
 
 
 def _distributions(ax, t: HostTrend, colors: dict[str, str]) -> None:

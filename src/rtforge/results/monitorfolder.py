@@ -107,9 +107,10 @@ class MonitorFolder:
             os.close(fd)
         sync_dir(target.parent)
 
-    def add_lines(self, rel: str, data: bytes) -> tuple[int, int]:
+    def add_lines(self, rel: str, data: bytes) -> tuple[int, int, list]:
         """Complete lines of a board file into the same file here, each record
-        once; returns (records added, lines that are no record)."""
+        once; returns (records added, lines that are no record, every record
+        read: the caller's index adds them, each once, too)."""
         kind = rel.split("/")[0]
         parse = parse_window if kind == "windows" else parse_rollup if kind in ("hours", "days") else _event
         if kind.startswith("events"):
@@ -117,20 +118,22 @@ class MonitorFolder:
         here = read_records(self.path, kind if kind in APPENDED else "", parse,
                             names=[rel.split("/")[-1]] if kind in APPENDED else [rel])
         keys = {_key(r) for r in here}
-        new, bad = [], 0
+        new, bad, records = [], 0, []
         for line in data.splitlines(keepends=True):
             if not line.endswith(b"\n"):
                 continue
             try:
-                key = _key(parse(json.loads(line)))
+                record = parse(json.loads(line))
             except (ValueError, Damaged, RecursionError):
                 bad += 1
                 continue
+            records.append(record)
+            key = _key(record)
             if key not in keys:
                 keys.add(key)
                 new.append(line)
         self._append(rel, new)
-        return len(new), bad
+        return len(new), bad, records
 
     def remove(self, rel: str) -> None:
         try:

@@ -14,6 +14,13 @@ its stop (a crash, a power loss, a watchdog); p99.99 and max are over every
 wake-up of every CPU in B's windows.  Before N days and M windows B is
 "waiting" (with what is missing), never promoted early; a regression is a
 regression whenever it shows.
+
+"The kernel before it" is the last kernel that was *promoted* (the first
+kernel seen is the baseline), never merely the previous one: a chain of
+kernels each 9 % worse than the one before would otherwise drift without
+a regression ever showing.  And the two are compared over equal spans:
+the reference's figures over as many days from its first window as B has
+run (a month of maxima is larger than a week's, by chance alone).
 """
 
 from __future__ import annotations
@@ -58,10 +65,21 @@ class KernelSpan:
     samples: int = 0
     hist: Histogram | None = None
     window_max_ns: list[int] = field(default_factory=list)
+    # what its figures come from, for the figures over a shorter span (figures())
+    maxima: list[tuple[int, int]] = field(default_factory=list, repr=False)    # (window start, its max)
+    dist: list[Window | Rollup] = field(default_factory=list, repr=False)
 
     @property
     def days(self) -> float:
         return (self.last_ns - self.first_ns) / DAY_NS
+
+    def figures(self, until_ns: int | None = None) -> tuple[int | None, int | None]:
+        """(p99.99, max) over the windows that started before until_ns (None: all of them)."""
+        if until_ns is None or until_ns >= self.last_ns:
+            return self.p9999_ns, self.max_ns
+        hist, lo, hi = merged_histogram(x for x in self.dist if x.start_ns < until_ns)
+        mx = max((m for t, m in self.maxima if t < until_ns), default=hi)
+        return hist.quantile(P9999, lo, hi), mx
 
 
 @dataclass
@@ -92,6 +110,7 @@ def kernel_spans(windows: list[Window], rollups: list[Rollup] | None, events: li
         s.alerts += w.alert is not None
         if w.max_ns is not None:
             s.window_max_ns.append(w.max_ns)
+            s.maxima.append((w.start_ns, w.max_ns))
     for e in events:
         if e.get("event") == "gap" and e.get("clean") is False and e.get("life_before") in life_kernel:
             spans[life_kernel[e["life_before"]]].unclean += 1
@@ -106,7 +125,8 @@ def kernel_spans(windows: list[Window], rollups: list[Rollup] | None, events: li
     for k, s in spans.items():
         if releases.count(k[0]) > 1:
             s.label = f"{k[0]} ({k[1][:32]})"
-        hist, lo, hi = merged_histogram(by_kernel[k])
+        s.dist = by_kernel[k]
+        hist, lo, hi = merged_histogram(s.dist)
         s.hist, s.samples = hist, hist.total
         s.p9999_ns = hist.quantile(P9999, lo, hi)
         s.max_ns = max(s.window_max_ns, default=hi)
@@ -132,11 +152,23 @@ def _us(ns: int | None) -> str:
 
 
 def evaluate(spans: list[KernelSpan], rule: Rule) -> Verdict:
-    """The rule applied to the newest kernel (B) against the one before it (A)."""
+    """The rule applied to the newest kernel (B) against the last kernel
+    promoted before it (A: the baseline, the first kernel seen, until
+    another is promoted)."""
     if not spans:
         return Verdict("none", None, None, "no windows yet")
-    b = spans[-1]
-    a = spans[-2] if len(spans) > 1 else None
+    reference = spans[0]
+    verdict = Verdict("baseline", spans[0], None, "")
+    for b in spans[1:]:
+        verdict = _judge(b, reference, rule)
+        if verdict.status == "promoted":
+            reference = b
+    if len(spans) == 1:
+        return _judge(spans[0], None, rule)
+    return verdict
+
+
+def _judge(b: KernelSpan, a: KernelSpan | None, rule: Rule) -> Verdict:
     head = f"kernel {b.label}: {b.days:.1f} days, {b.windows} windows"
     missing = []
     if b.days < rule.min_days:
@@ -146,18 +178,20 @@ def evaluate(spans: list[KernelSpan], rule: Rule) -> Verdict:
     if b.unclean:
         missing.append(f"{b.unclean} unclean restart{'s' if b.unclean > 1 else ''}")
     if a is None:
-        status = "baseline"
-        line = f"{head}, the first kernel seen: the reference for the next one"
-        return Verdict(status, b, None, line, missing)
-    limit = 1 + rule.margin
+        return Verdict("baseline", b, None, f"{head}, the first kernel seen: the reference for the next one", missing)
+    # the reference over as long a span as B has run: maxima grow with the time measured
+    until = a.first_ns + (b.last_ns - b.first_ns)
+    a_p9999, a_max = a.figures(until)
+    over = "" if until >= a.last_ns else f" over its first {b.days:.1f} days"
+    limit = Fraction(str(1 + rule.margin))
     worse = []
-    for name, vb, va in (("p99.99", b.p9999_ns, a.p9999_ns), ("max", b.max_ns, a.max_ns)):
-        if vb is not None and va is not None and Fraction(vb) > Fraction(va) * Fraction(str(limit)):
+    for name, vb, va in (("p99.99", b.p9999_ns, a_p9999), ("max", b.max_ns, a_max)):
+        if vb is not None and va is not None and Fraction(vb) > Fraction(va) * limit:
             worse.append(f"{name} {_us(vb)} > {_us(va)} + {rule.margin * 100:g} %")
-    compared = (f"p99.99 {_us(b.p9999_ns)} vs {_us(a.p9999_ns)}, max {_us(b.max_ns)} vs {_us(a.max_ns)} "
-                f"of kernel {a.label}")
+    compared = (f"p99.99 {_us(b.p9999_ns)} vs {_us(a_p9999)}, max {_us(b.max_ns)} vs {_us(a_max)} "
+                f"of kernel {a.label}{over}")
     if worse:
-        return Verdict("regression", b, a, f"{head}, regression against kernel {a.label}: {'; '.join(worse)}",
+        return Verdict("regression", b, a, f"{head}, regression against kernel {a.label}{over}: {'; '.join(worse)}",
                        missing)
     if b.unclean:
         return Verdict("waiting", b, a, f"{head}, {compared}: not promoted ({missing[-1]})", missing)
@@ -166,3 +200,13 @@ def evaluate(spans: list[KernelSpan], rule: Rule) -> Verdict:
                        missing)
     return Verdict("promoted", b, a, f"{head}, no regression against kernel {a.label} at the p99.99 and max "
                                      f"({compared}): promoted", [])
+
+
+def limits(verdict: Verdict, rule: Rule) -> dict[str, int]:
+    """What the newest kernel may reach and still be promoted: the reference's
+    p99.99 and max (over the compared span) plus the margin, in ns."""
+    a, b = verdict.reference, verdict.candidate
+    if a is None or b is None:
+        return {}
+    p9999, mx = a.figures(a.first_ns + (b.last_ns - b.first_ns))
+    return {k: round(v * (1 + rule.margin)) for k, v in (("p99.99", p9999), ("max", mx)) if v is not None}

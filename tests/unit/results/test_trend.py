@@ -86,3 +86,29 @@ def test_the_rule_states_itself():
     assert Rule().text() == ("a kernel is promoted after 30 days and 8000 windows with no unclean restart and no "
                              "regression against the kernel before it: its p99.99 and its max each at most 10 % "
                              "above that kernel's")
+
+
+def test_the_reference_is_the_last_promoted_kernel_not_the_one_before():
+    """A chain of kernels each under 10 % worse than the one before drifts:
+    B waits (too few windows), C is 9 % worse than B and 19 % worse than A,
+    the last promoted one -- a regression."""
+    ws = history([("6.6-rt", 60, [5000, 80_000]), ("6.12-rt", 20, [5000, 87_000]), ("6.18-rt", 60, [5000, 95_000])])
+    spans = kernel_spans(ws, None, [])
+    v = evaluate(spans, RULE)
+    assert v.status == "regression" and v.reference.label == "6.6-rt", v.line
+    assert "max 95.0 µs > 80.0 µs + 10 %" in v.line
+    # and once B is promoted, it is the reference
+    ws = history([("6.6-rt", 60, [5000, 80_000]), ("6.12-rt", 60, [5000, 87_000]), ("6.18-rt", 60, [5000, 95_000])])
+    v = evaluate(kernel_spans(ws, None, []), RULE)
+    assert v.status == "promoted" and v.reference.label == "6.12-rt", v.line
+
+
+def test_the_reference_is_judged_over_as_many_days_as_the_candidate():
+    """A's worst window came after 50 hours; B has run 10: B is held to A's first 10 hours."""
+    a = [parse_window(window(i, 1_800_000_000 + i * 3600, [5000, 50_000 if i != 50 else 200_000], life="a",
+                             kernel="6.6-rt", window_s=3600)) for i in range(60)]
+    b = [parse_window(window(i, 1_800_000_000 + (60 + i) * 3600, [5000, 80_000], life="b", kernel="6.12-rt",
+                             window_s=3600)) for i in range(10)]
+    v = evaluate(kernel_spans(a + b, None, []), RULE)
+    assert v.status == "regression", v.line
+    assert "over its first 0.4 days" in v.line and "max 80.0 µs > 50.0 µs + 10 %" in v.line
