@@ -65,8 +65,21 @@ def test_reboot_into_another_kernel_then_an_alert_keeps_rtlas_analysis(rt_guest,
     guest.reboot()
     assert guest.ssh("uname -r").stdout.strip() == image.stock_release
 
+    # --dry-run: every check, the unit and each change printed, nothing changed on the board
+    listing = "ls -d /etc/systemd/system/rtforge* /usr/local/libexec/rtforge /var/lib/rtforge* 2>/dev/null; true"
+    before = guest.ssh(listing).stdout
+    assert main(["monitor", "start", "guest", "--window", "5s", "--dry-run", *ssh]) == 0
+    out = capsys.readouterr().out
+    assert "would, on guest" in out and "run `systemctl enable rtforge-monitor.service`" in out
+    assert "ExecStart=" in out and "CapabilityBoundingSet=CAP_SYS_NICE CAP_IPC_LOCK" in out
+    assert guest.ssh(listing).stdout == before
+
     assert main(["monitor", "start", "guest", "--window", "5s", *ssh]) == 0
     assert f"{UNIT} runs on guest" in capsys.readouterr().out
+    # the unit as systemd judges it on the board itself
+    exposure = guest.ssh(f"systemd-analyze security {UNIT} --no-pager | tail -n 1").stdout
+    figure(capsys, "systemd-analyze security", exposure.strip())
+    assert float(exposure.split(":")[-1].split()[0]) <= 5.0
     assert guest.ssh(f"systemctl is-enabled {UNIT}").stdout.strip() == "enabled"
     first = wait_until("3 windows before the reboot", lambda: len(board_windows(guest)) >= 3 and board_windows(guest))
     life1 = first[0]["life"]

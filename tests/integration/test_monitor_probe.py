@@ -97,6 +97,8 @@ def test_windows_add_up_and_line_up_with_the_wall_clock(probe, tmp_path):
             assert surely <= got <= maybe
     assert m["rtforge_windows_total"] == len(ws)
     assert m["rtforge_window_end_timestamp_seconds"] == ws[-1].end_ns / S
+    # the monitor stopped: its last file says so (the figures are its last, not live ones)
+    assert m["rtforge_monitor_up"] == 0
 
 
 def test_probe_and_python_agree_on_the_buckets(probe):

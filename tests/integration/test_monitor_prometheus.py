@@ -38,7 +38,14 @@ def queries(doc: dict) -> dict[str, str]:
 
 def test_the_dashboard_is_importable_and_uses_only_rtforge_metrics():
     doc = dashboard()
-    assert doc["__inputs"][0]["pluginId"] == "prometheus" and doc["templating"]["list"][0]["allValue"] == ALL
+    # the data source is a variable (type datasource): file provisioning has no import step to fill __inputs
+    variables = {v["name"]: v for v in doc["templating"]["list"]}
+    assert variables["datasource"]["type"] == "datasource" and variables["datasource"]["query"] == "prometheus"
+    assert "__inputs" not in doc and "DS_PROMETHEUS" not in json.dumps(doc)
+    used = {json.dumps(x["datasource"]) for x in [*doc["panels"], *doc["annotations"]["list"],
+                                                  *doc["templating"]["list"][1:]]}
+    assert used == {json.dumps({"type": "prometheus", "uid": "${datasource}"})}
+    assert variables["instance"]["allValue"] == ALL
     q = queries(doc)
     assert len(q) >= 10 and all("rtforge_" in e for e in q.values())
     ids = [p["id"] for p in doc["panels"]]

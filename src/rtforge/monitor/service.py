@@ -129,9 +129,12 @@ def _journal_tail(transport: Transport) -> str:
     return lines[-1] if lines else "no message in its journal"
 
 
-def start(transport: Transport, spec: MonitorSpec, *, on_step=lambda s: None) -> tuple[board.Facts, list[str]]:
+def start(transport: Transport, spec: MonitorSpec, *, on_step=lambda s: None,
+          dry_run: bool = False) -> tuple[board.Facts, list[str], list[str]]:
     """Install the probe and the service, enable and (re)start it; returns
-    the target's facts and notes for the user (rtla, textfile)."""
+    the target's facts, notes for the user (rtla, textfile) and the changes
+    made, in order.  dry_run: every check, and the changes it would make,
+    with nothing changed."""
     on_step(f"connecting to {transport.name}" if not isinstance(transport, LocalTransport) else "checking this machine")
     f = board.facts(transport)
     require_systemd(transport, f)
@@ -151,19 +154,25 @@ def start(transport: Transport, spec: MonitorSpec, *, on_step=lambda s: None) ->
     elif spec.textfile_dir is not None and transport.run(["test", "-d", spec.textfile_dir]).returncode:
         raise UserError(f"--textfile-dir {spec.textfile_dir} is not a folder {board.where(transport)}: create it, "
                         f"or install prometheus-node-exporter (its folder is {DEBIAN_TEXTFILE_DIR})")
+    note = board.choose_rtla(transport, f, spec)   # (asks the tracer; changes nothing)
+    if note:
+        notes.append(note)
+    commands = (["systemctl", "daemon-reload"], ["systemctl", "enable", UNIT], ["systemctl", "restart", UNIT])
+    changes = [f"make (or check) {spec.state_dir}: a folder of root's, mode 0755",
+               f"install the probe built for {f.machine} as {board.PROGRAM} (its sha256 checked there)",
+               f"write {UNIT_PATH}", *(f"run `{' '.join(a)}`" for a in commands)]
+    if dry_run:
+        return f, notes, changes
     # root's own (the probe refuses another's too); made here: the service's file system is read-only but for it
     ensure_owned(transport, spec.state_dir, readable=(spec.state_dir,), step="making the monitor's folder")
     board.install_probe(transport, f, on_step)
     board.check_privileges(transport, spec)
-    note = board.choose_rtla(transport, f, spec)
-    if note:
-        notes.append(note)
     on_step(f"installing {UNIT}")
     transport.write_bytes(UNIT_PATH, unit_text(spec).encode(), sudo=True, step=f"writing {UNIT_PATH}")
-    for argv in (["systemctl", "daemon-reload"], ["systemctl", "enable", UNIT], ["systemctl", "restart", UNIT]):
+    for argv in commands:
         transport.run(argv, sudo=True, check=True, step=f"`{' '.join(argv)}`")
     _wait_started(transport, spec)
-    return f, notes
+    return f, notes, changes
 
 
 def _wait_started(transport: Transport, spec: MonitorSpec) -> None:

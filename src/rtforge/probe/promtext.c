@@ -1,8 +1,8 @@
 /* The soak monitor's figures for Prometheus, in node_exporter's textfile
  * collector format (the text exposition format), rewritten atomically at
- * every window: a temp file in the same folder, then rename, so a scrape
- * never reads half a file (node_exporter reads only *.prom; the temp file
- * is .rtforge.prom.tmp).
+ * every window: a temp file in the same folder (mkstemp's name, safefile.c),
+ * then rename, so a scrape never reads half a file (node_exporter reads
+ * only *.prom).  At the stop the last file says so (rtforge_monitor_up 0).
  *
  * Base units (seconds, celsius), one series per measured CPU (label cpu).
  * The histogram is cumulative since this monitor started, counted exactly
@@ -68,6 +68,9 @@ void prom_write(struct soak *k)
     FILE *f = open_memstream(&buf, &len);
     int n = k->ncpus;
 
+    /* what a stopped monitor leaves: a file that says it stopped, not the last figures standing for live ones */
+    head(f, "monitor_up", "gauge", "1 while the monitor measures; 0 once it stopped (the figures are its last).");
+    fprintf(f, PFX "monitor_up %d\n", !k->stopped);
     head(f, "window_max_latency_seconds", "gauge", "Worst wake-up latency in the last closed window, per CPU.");
     for (int i = 0; i < n; i++)
         if (k->cum[i].last_have) {

@@ -405,6 +405,7 @@ void soak_finish(struct run *r, pthread_t t)
     store_event(k, "stop\",\"reason\":\"%s\",\"windows\":%lld", r->end_reason ? r->end_reason : "?",
                 (long long)k->closed);
     store_state(k, 0);
+    k->stopped = 1;
     prom_write(k);
     irqstat_close(k->irq);
 }

@@ -74,6 +74,7 @@ struct soak {
     struct cum_cpu *cum;
     uint64_t windows_total, alerts_total;
     double last_gap_s;
+    int stopped;                  /* the last textfile says so: rtforge_monitor_up 0 */
     int64_t last_end_ns;        /* realtime end of the last closed window */
     struct tel_sample last_tel; /* the last window's extremes, for Prometheus */
     int last_tel_samples;
