@@ -140,7 +140,7 @@ def _bands(ax, t: HostTrend, s: KernelSpan, color: str, bucket_s: int) -> None:
 def _long_term(ax, t: HostTrend, colors: dict[str, str]) -> None:
     """Max per window over time: one point per window, in its kernel's
     colour; over a span whose points would merge, bands (max per hour or
-    day over its p99.99).  The legend stands beside the plot, never on its data."""
+    day over its p99.99).  The legend stands below the plot, never on its data."""
     bucket_s = _bucket_s(t)
     for s in t.spans:
         if bucket_s:
@@ -175,12 +175,12 @@ def _long_term(ax, t: HostTrend, colors: dict[str, str]) -> None:
     loc = AutoDateLocator()
     ax.xaxis.set_major_locator(loc)
     ax.xaxis.set_major_formatter(ConciseDateFormatter(loc))
-    what = "max per window" if not bucket_s else f"max per {'hour' if bucket_s == 3600 else 'day'} over its p99.99"
+    what = "max per window" if not bucket_s else f"per {'hour' if bucket_s == 3600 else 'day'}: p99.99 to max"
     ax.set_ylabel(f"{what} (µs)")
     ax.set_xlabel("time (UTC); grey: not measured" + ("; circled: alert windows" if not bucket_s else ""))
     ax.grid(True, which="major", alpha=0.3)
-    if t.spans:
-        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0, fontsize=8)
+    if t.spans:   # below the axes, under their label: never on the data
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), borderaxespad=0, fontsize=8, ncol=2)
 
 
 def _distributions(ax, t: HostTrend, colors: dict[str, str]) -> None:
