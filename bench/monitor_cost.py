@@ -13,9 +13,15 @@ the main thread -- is the monitor's cost, printed per hour and as a share
 of one core.  CPU time comes from schedstat (ns) where the kernel has it,
 else from utime+stime (clock ticks).
 
+Then, side by side, the same stretch of cyclictest at the same interval,
+priority and CPUs (`cyclictest -m -S -p 90 -i INTERVAL -q`): the cost of
+each whole -- its measuring threads included -- so the monitor's is stated
+against the tool users run for the same measurement.
+
     .venv/bin/python bench/monitor_cost.py [--seconds 600] [--window 5m] [HOST [--ssh-config FILE]]
 
-Needs root (or a board login with sudo).  Goal: < 1 % of one core.
+Needs root (or a board login with sudo), and cyclictest there (rt-tests).
+Goal: < 1 % of one core beyond the measuring threads.
 """
 
 from __future__ import annotations
@@ -32,14 +38,19 @@ from rtforge.monitor import board  # noqa: E402
 from rtforge.monitor.spec import MonitorSpec  # noqa: E402
 from rtforge.units import format_span  # noqa: E402
 
-# $1 probe, $2 seconds; then the probe's soak options.  Prints each thread's
-# "TID SCHEDSTAT_NS|- STAT" at BEGIN and END, and the uptime at each.
+# $1 probe (or "cyclictest"), $2 seconds; then the probe's soak options (or
+# cyclictest's).  Prints each thread's "TID SCHEDSTAT_NS|- STAT" at BEGIN
+# and END, and the uptime at each.
 _SCRIPT = r"""
 P=$1 N=$2
 shift 2
 D=$(mktemp -d /tmp/rtforge-monitor-cost.XXXXXX) || exit 3
 mkdir "$D/prom"
-"$P" --soak --state "$D/mon" --textfile-dir "$D/prom" "$@" >/dev/null 2>"$D/err" &
+if [ "$P" = cyclictest ]; then
+    cyclictest "$@" -D "$((N + 10))" >/dev/null 2>"$D/err" &
+else
+    "$P" --soak --state "$D/mon" --textfile-dir "$D/prom" "$@" >/dev/null 2>"$D/err" &
+fi
 pid=$!
 snap() {
     for t in /proc/$pid/task/*; do
@@ -108,6 +119,9 @@ def main() -> int:
         opts = spec.argv(program)[4:]  # --window-s ... (the folders are the script's)
         r = t.run(["sh", "-c", _SCRIPT, "sh", program, str(args.seconds), *opts], sudo=True,
                   timeout=args.seconds + 120, step="measuring the monitor's cost")
+        ct = t.run(["sh", "-c", _SCRIPT, "sh", "cyclictest", str(args.seconds), "-m", "-S", "-p", str(spec.priority),
+                    "-i", str(spec.interval_us), "-q"], sudo=True, timeout=args.seconds + 120,
+                   step="measuring cyclictest's cost") if t.which("cyclictest") else None
     finally:
         t.close()
     if r.returncode:
@@ -140,6 +154,23 @@ def main() -> int:
         per = uptime["bytes"] / windows
         print(f"  storage: {per / 1024:.1f} KiB per window line = {per * 86400 / spec.window_s / 2**20:.1f} MiB of "
               f"windows per day at this window length")
+    whole = other + measuring
+    print(f"whole, side by side ({wall:.0f} s each, {nmeas} CPUs, {spec.interval_us} µs, priority {spec.priority}):")
+    print(f"  rtforge monitor: {whole:.2f} CPU-s = {whole / wall * 100:.2f} % of one core")
+    if ct is None or ct.returncode:
+        print("  cyclictest: not measured (" + ("not installed there: apt install rt-tests" if ct is None
+                                                else ct.stderr.strip()[-200:]) + ")")
+        return 0
+    ctasks, cup, _ = parse(ct.stdout)
+    cwall = cup["END"] - cup["BEGIN"]
+    b, e = ctasks["BEGIN"], ctasks["END"]
+    both = [x for x in e if x in b]
+    use_ns = all(e[x].ns is not None and b[x].ns is not None for x in both)
+    cyc = sum((e[x].ns - b[x].ns) / 1e9 if use_ns else (e[x].ticks - b[x].ticks) * tick for x in both)  # type: ignore[operator]
+    print(f"  cyclictest -m -S -p {spec.priority} -i {spec.interval_us}: {cyc:.2f} CPU-s in {cwall:.0f} s = "
+          f"{cyc / cwall * 100:.2f} % of one core")
+    print(f"  the monitor costs {whole / wall / (cyc / cwall):.2f}x what cyclictest costs for the same wake-ups "
+          "(and keeps windows, histograms, rollups and the textfile)")
     return 0
 
 
