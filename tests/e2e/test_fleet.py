@@ -6,7 +6,8 @@ One board is cut off the network mid-run and comes back only later.
 
 Nothing measured is lost: the reachable boards' runs are stored, labelled
 with their inventory names; the cut board's run goes on there and the same
-command, run again, collects it without measuring anyone again."""
+command, run again -- while it is still down, then once it is back --
+collects it without measuring anyone again."""
 
 from __future__ import annotations
 
@@ -111,9 +112,17 @@ def test_eight_boards_one_unreachable_one_cut_mid_run_then_resumed(rack, tmp_pat
     assert shown.returncode == 0, shown.stderr
     assert [r["label"] for r in json.loads(shown.stdout)] == ["pi-01", "pi-08"]
 
+    # the same command while pi-05 is still down: unreachable, and its run still the one to collect
+    before = {r.run_id for r in store.list()}
+    p = fleet(env, *argv)
+    out, err = p.communicate(timeout=240)
+    assert p.returncode == 1, err
+    down = {b["host"]: b for b in json.loads(out)["boards"]}
+    assert down[CUT]["outcome"] == "unreachable" and down[CUT]["run_id"] == cut_run, down[CUT]
+    assert {r.run_id for r in store.list()} == before and rack.board_runs(CUT) == [cut_run]
+
     # the board comes back; the same command resumes: pi-05's run collected, nobody measured again
     rack.restore(CUT)
-    before = {r.run_id for r in store.list()}
     p = fleet(env, *argv)
     out, err = p.communicate(timeout=240)
     assert p.returncode == 1, err                                 # pi-09 is still unreachable

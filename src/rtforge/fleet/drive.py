@@ -89,7 +89,9 @@ def plan_latency(inv: Inventory, store: Store, given: dict[str, Any], *, label: 
     resume = {}
     for h in todo:
         r = campaign.board(h)
-        if r.outcome in RESUMABLE:
+        # unreachable after a run of ours was known to go on there (cut mid-run, then tried again while
+        # still down): that run is still the one to collect, not a reason to measure the board anew
+        if r.outcome in RESUMABLE or (r.outcome == "unreachable" and r.run_id):
             resume[h] = r.run_id or ""
     extra = base_vars(store, campaign) | {"rtforge_resume": resume}
     for key, value in given.items():
