@@ -12,22 +12,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..device import ConnectionLost, LocalTransport, Transport
+from ..device.transport.facts import read_facts_then
 from ..errors import UserError
 from ..measure import trace as tracing
 from ..measure.probebuild import build_probe
 from .spec import DEBIAN_TEXTFILE_DIR, PROGRAM, MonitorSpec
 
-_FACTS = r"""
-printf 'machine %s\n' "$(uname -m)"
-printf 'hostname %s\n' "$(uname -n)"
-printf 'uid %s\n' "$(id -u)"
-[ -d /run/systemd/system ] && echo 'systemd 1'
-command -v systemctl >/dev/null 2>&1 && echo 'systemctl 1'
-command -v rtla >/dev/null 2>&1 && printf 'rtla %s\n' "$(command -v rtla)"
-[ -d "$1" ] && echo 'textfile 1'
-for t in sh tail head wc sha256sum tar; do command -v "$t" >/dev/null 2>&1 || printf 'missing %s\n' "$t"; done
-"""
-# The tools above, and their Debian packages (a board may be a minimal system).
+# The tools the monitor needs there, and their Debian packages (a board may be a minimal system).
 TOOLS = {"sh": "dash", "tail": "coreutils", "head": "coreutils", "wc": "coreutils", "sha256sum": "coreutils",
          "tar": "tar"}
 PRIVILEGE_HINT = ("the monitor needs SCHED_FIFO and mlockall: run it as root (or with sudo), "
@@ -50,29 +41,22 @@ def where(transport: Transport) -> str:
 
 
 def facts(transport: Transport) -> Facts:
-    """The target's facts, or one sentence when it cannot be reached or lacks a tool."""
+    """The target's facts (the one facts reader, device/transport/facts.py,
+    in one round trip), or one sentence when it cannot be reached or lacks a tool."""
     try:
-        out = transport.run(["sh", "-c", _FACTS, "sh", DEBIAN_TEXTFILE_DIR], timeout=60,
-                            step="reading the board's facts").stdout
+        f, said, _ = read_facts_then(transport, tools=[*TOOLS, "systemctl", "rtla"], timeout=60,
+                                     then=["sh", "-c", '[ -d "$1" ] && echo textfile', "sh", DEBIAN_TEXTFILE_DIR])
     except ConnectionLost as e:
         detail = str(e).split(": ", 1)[-1]
         raise UserError(f"cannot reach {transport.name} over SSH ({detail}): check the host name, "
                         "or name it in your ssh config (--ssh-config FILE)") from None
-    v: dict[str, str] = {}
-    missing = []
-    for line in out.splitlines():
-        key, _, value = line.partition(" ")
-        if key == "missing":
-            missing.append(value)
-        else:
-            v[key] = value.strip()
-    if missing or "machine" not in v:
+    missing = [t for t in TOOLS if t not in f.tools]
+    if missing or not f.machine:
         tool = missing[0] if missing else "sh"
         raise UserError(f"the monitor needs {tool} {where(transport)}, which is not installed: "
                         f"apt install {TOOLS.get(tool, 'coreutils')}")
-    return Facts(machine=v["machine"], hostname=v.get("hostname") or transport.name, is_root=v.get("uid") == "0",
-                 systemd=v.get("systemd") == "1", systemctl=v.get("systemctl") == "1", rtla=v.get("rtla") or None,
-                 debian_textfile=v.get("textfile") == "1")
+    return Facts(machine=f.machine, hostname=f.hostname or transport.name, is_root=f.is_root, systemd=f.systemd,
+                 systemctl="systemctl" in f.tools, rtla=f.paths.get("rtla"), debian_textfile="textfile" in said)
 
 
 def install_probe(transport: Transport, f: Facts, on_step=lambda s: None) -> str:

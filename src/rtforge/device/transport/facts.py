@@ -74,6 +74,8 @@ rtforge_facts() {
   _s ncpus; getconf _NPROCESSORS_ONLN 2>/dev/null || nproc --all 2>/dev/null
   _s ssh; printf '%s\n' "${SSH_CONNECTION:-}"
   _s tools; for _t in "$@"; do command -v "$_t" >/dev/null 2>&1 && printf '%s\n' "$_t"; done
+  _s paths; for _t in "$@"; do command -v "$_t" 2>/dev/null; done
+  _s systemd; [ -d "$_R/run/systemd/system" ] && echo 1
   return 0
 }
 """
@@ -83,7 +85,7 @@ FUNCTION = safesh.functions() + _FUNCTION
 SCRIPT = FUNCTION + 'rtforge_facts "$@"\nexit 0\n'
 NAMES = ("machine", "release", "version", "hostname", "model", "realtime", "os", "bootdir", "tryboot", "bootid",
          "df_boot", "df_root", "grub", "uid", "user", "panic", "cmdline", "config", "online", "allowed", "ncpus", "ssh",
-         "tools")
+         "tools", "paths", "systemd")
 
 
 def uid_is_root(uid: str | int) -> bool:
@@ -119,6 +121,8 @@ class DeviceFacts:
     ncpus: int | None = None    # online CPUs
     ssh_address: str | None = None   # the device's address of this SSH connection (None: not over SSH)
     tools: set[str] = field(default_factory=set)  # of the tools asked for, those on PATH
+    paths: dict[str, str] = field(default_factory=dict)  # and where each is
+    systemd: bool = False       # systemd is PID 1 there (/run/systemd/system exists)
 
     @property
     def preempt_model(self) -> str:
@@ -136,7 +140,7 @@ class DeviceFacts:
                 f"add panic=10 to the kernel command line ({where}) or enable a hardware watchdog")
 
 
-_CONTACT_ONLY = ("hostname", "user", "online", "allowed", "ncpus", "ssh_address", "tools")
+_CONTACT_ONLY = ("hostname", "user", "online", "allowed", "ncpus", "ssh_address", "tools", "paths", "systemd")
 
 
 def blocks(out: str) -> dict[str, str]:
@@ -185,6 +189,8 @@ def from_blocks(v: dict[str, str]) -> DeviceFacts:
         ncpus=int(v["ncpus"]) if v.get("ncpus", "").isdigit() else None,
         ssh_address=ssh[2] if len(ssh) >= 3 else None,
         tools=set(v.get("tools", "").split()),
+        paths={p.rsplit("/", 1)[-1]: p for p in v.get("paths", "").splitlines() if p.startswith("/")},
+        systemd=v.get("systemd") == "1",
     )
 
 
