@@ -37,10 +37,6 @@ def _path_words(paths: list[str]) -> str:
     return " ".join(_systemd_quote(p) for p in paths)
 
 
-# tracefs, where rtla (--alert-us on a kernel with timerlat) sets up its tracer
-TRACEFS = ("/sys/kernel/tracing", "/sys/kernel/debug/tracing")
-
-
 def unit_text(spec: MonitorSpec) -> str:
     """The unit, hardened as a root daemon on a shared board should be
     (`systemd-analyze security` holds it to 5.0 or less; tests/integration/
@@ -50,10 +46,11 @@ def unit_text(spec: MonitorSpec) -> str:
     CAP_IPC_LOCK) -- root's own files (/dev/cpu_dma_latency, tracefs)
     need none."""
     writable = [spec.state_dir] + ([spec.textfile_dir] if spec.textfile_dir else [])
-    tracing = ""
+    # rtla (an alert's analysis) sets up its tracer in tracefs, below /sys: ProtectKernelTunables
+    # would make it read-only, and rtla fails ("Could not init osnoise top", seen on the QEMU guest)
+    tunables = "ProtectKernelTunables=yes\n"
     if spec.alert_us and spec.rtla:
-        # "-": a kernel mounts one of the two
-        tracing = "ReadWritePaths=" + " ".join(f"-{p}" for p in TRACEFS) + "\n"
+        tunables = ""
     return f"""\
 # Written by `rtforge monitor start`; `rtforge monitor stop --uninstall` removes it.
 [Unit]
@@ -79,15 +76,14 @@ CapabilityBoundingSet=CAP_SYS_NICE CAP_IPC_LOCK
 NoNewPrivileges=yes
 ProtectSystem=strict
 ReadWritePaths={_path_words(writable)}
-{tracing}ProtectHome=yes
+ProtectHome=yes
 PrivateTmp=yes
 PrivateNetwork=yes
 IPAddressDeny=any
 RestrictAddressFamilies=AF_UNIX
 DevicePolicy=closed
 DeviceAllow=/dev/cpu_dma_latency rw
-ProtectKernelTunables=yes
-ProtectKernelModules=yes
+{tunables}ProtectKernelModules=yes
 ProtectKernelLogs=yes
 ProtectControlGroups=yes
 ProtectClock=yes
