@@ -161,7 +161,6 @@ def latency(
             return 0
         console = make_console()
         live = LiveLine(console, label="measuring") if sys.stdout.isatty() and not as_json else None
-        launched: list[str] = []
         try:
             with live or nullcontext():
                 # the steps before the measuring are the live line's too: printed beside it (another
@@ -169,8 +168,7 @@ def latency(
                 result = session.run_latency(
                     spec, store, transport, install=install, poll_s=poll, on_step=live.update if live else steps,
                     on_progress=live.latency if live else None,
-                    on_connection=_notice(live, host) if live and host else _plain_notice(host),
-                    on_launch=lambda run: launched.append(run.run_id))
+                    on_connection=_notice(live, host) if live and host else _plain_notice(host))
         except session.LetGo as e:
             err_console().print(hint(host, e.run_id))
             return 130

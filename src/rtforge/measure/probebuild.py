@@ -58,10 +58,6 @@ def sources() -> list[Path]:
     return program_sources("probe")
 
 
-def source_hash() -> str:
-    return program_hash("probe")
-
-
 def build_probe(machine: str | None = None, *, static: bool | None = None) -> Path:
     """Path to a probe for `uname -m` == machine (None: this machine)."""
     return build_program("probe", "rtprobe", machine, static=static)

@@ -433,23 +433,3 @@ def read_events(folder: Path, reading: Reading | None = None) -> list[dict]:
         return d
     events = read_records(folder, "", parse, reading, names=["events.1.jsonl", "events.jsonl"])
     return sorted(events, key=lambda e: e["t_ns"])
-
-
-def read_state(folder: Path) -> dict[str, str]:
-    """The state file's "key value" lines (the life last written); {} when there is none."""
-    try:
-        fd = _open_dir(folder)
-    except Damaged:
-        return {}
-    if fd is None:
-        return {}
-    out: dict[str, str] = {}
-    try:
-        for line in _lines("state", fd, 1 << 16):
-            key, _, value = line.decode(errors="replace").rstrip("\n").partition(" ")
-            out[key] = value
-    except (OSError, Damaged):
-        return {}
-    finally:
-        os.close(fd)
-    return out
