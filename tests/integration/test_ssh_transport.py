@@ -163,3 +163,19 @@ def test_connection_cut_mid_command(sshd):
         t.run(["sleep", "20"], step="waiting")
     th.join()
     t.close()
+
+
+def test_a_board_never_reached_is_said_so_not_a_lost_connection(tmp_path):
+    """A closed port (a board that is down) on the first command: 'cannot reach', which a fleet counts
+    as unreachable; it said 'lost the connection', a refusal of the board's own making."""
+    from ..support.procs import free_port
+
+    cfg = tmp_path / "ssh_config"
+    cfg.write_text(f"Host down\n  HostName 127.0.0.1\n  Port {free_port()}\n  StrictHostKeyChecking no\n")
+    t = SshTransport("down", ssh_config=cfg)
+    try:
+        with pytest.raises(ConnectionLost, match=r"^cannot reach down: ssh: connect to host 127\.0\.0\.1 port "
+                                                 r"\d+: Connection refused \(during listing\)$"):
+            t.run(["true"], step="listing")
+    finally:
+        t.close()

@@ -38,7 +38,7 @@ def test_deploy_to_the_wrong_machine_is_refused(sshd, capsys, tmp_path):
 @pytest.mark.parametrize("argv, message", [
     (["target", "info", "--", "-oProxyCommand=x"], "is not a host to connect to"),
     (["target", "info", "a;reboot"], "is not a host to connect to"),
-    (["kernels", "nosuchhost.invalid"], "lost the connection to nosuchhost.invalid"),
+    (["kernels", "nosuchhost.invalid"], "cannot reach nosuchhost.invalid"),
 ])
 def test_bad_hosts(argv, message, capsys):
     assert main(argv) == 2

@@ -33,6 +33,8 @@ _CONNECTION_ERRORS = ("Connection refused", "Connection timed out", "Connection 
                       "Broken pipe", "No route to host", "Could not resolve hostname", "Network is unreachable",
                       "Operation timed out", "kex_exchange_identification", "Timeout, server", "port 22:",
                       "Connection to ", "mux_client")
+# ssh's words when no connection was made at all ("ssh: connect to host H port P: Connection refused")
+_NEVER_CONNECTED = ("connect to host ", "Could not resolve hostname")
 
 
 def check_destination(destination: str) -> str:
@@ -51,6 +53,7 @@ class SshTransport(Transport):
         tools.require(["ssh"], "reaching a board")
         self.destination = check_destination(destination)
         self.name = destination
+        self._reached = False   # a command has run there: a refused connection then is one lost
         self.ssh_config = ssh_config
         if ssh_config is not None and not Path(ssh_config).is_file():
             raise UserError(f"--ssh-config {ssh_config} is not a file")
@@ -96,9 +99,12 @@ class SshTransport(Transport):
                 f"(ssh-copy-id {self.destination}) or name the key in your ssh config"
             )
         if any(sig in err for sig in _CONNECTION_ERRORS) or not err:
-            raise ConnectionLost(
-                f"lost the connection to {self.destination}: {err.splitlines()[-1] if err else 'no reply'}"
-            )
+            last = err.splitlines()[-1] if err else "no reply"
+            # never reached (a refused port, a name that does not resolve) is not a connection lost:
+            # the board cannot be reached, and a fleet counts it so
+            never = not self._reached and any(sig in last for sig in _NEVER_CONNECTED)
+            how = "cannot reach" if never else "lost the connection to"
+            raise ConnectionLost(f"{how} {self.destination}: {last}")
 
     def _exec(self, argv, *, input, timeout):
         try:
@@ -106,6 +112,7 @@ class SshTransport(Transport):
         except subprocess.TimeoutExpired:
             raise ConnectionLost(f"{self.destination} did not answer within {timeout:.0f} s") from None
         self._raise_for_ssh(proc.returncode, proc.stderr.decode(errors="replace"))
+        self._reached = True
         return proc
 
     def spawn(self, argv, *, log=None, errors_only=False):
