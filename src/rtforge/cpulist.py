@@ -76,11 +76,12 @@ def regions(text: str | None, last: int | None = None) -> list[Region]:
             raise CpuListError(f"'{shown(part)}' is not a CPU number or range")
         if (m["all"] or "N" in (m["start"], m["end"])) and last is None:
             raise CpuListError(f"'{part}' names the last CPU, which is not known here")
+        top = last if last is not None else 0   # (the "N" and "all" above were refused without it)
         if m["all"]:
-            start, end = 0, last
+            start, end = 0, top
         else:
-            start = last if m["start"] == "N" else int(m["start"])
-            end = start if not m["end"] else last if m["end"] == "N" else int(m["end"])
+            start = top if m["start"] == "N" else int(m["start"])
+            end = start if not m["end"] else top if m["end"] == "N" else int(m["end"])
         group = int(m["group"]) if m["group"] else end - start + 1
         used = int(m["used"]) if m["used"] else group
         if end < start or group < 1 or used > group:

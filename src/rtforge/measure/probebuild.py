@@ -70,14 +70,14 @@ def build_program(folder: str, name: str, machine: str | None = None, *, static:
     architecture, for another computer whose libraries may differ."""
     native = machine in (None, platform.machine())
     machine = machine or platform.machine()
-    static = ["-static"] if (not native if static is None else static) else []
+    link = ["-static"] if (not native if static is None else static) else []
     if native:
         cc, package = os.environ.get("CC", "cc"), "gcc"
     elif machine in CROSS:
         cc, package = CROSS[machine]
     else:
         raise UserError(f"no cross compiler known for '{machine}': rtforge builds {name} for {', '.join(CROSS)}")
-    out = paths.cache_dir() / folder / program_hash(folder) / f"{name}-{machine}{'-static' if static else ''}"
+    out = paths.cache_dir() / folder / program_hash(folder) / f"{name}-{machine}{'-static' if link else ''}"
     if out.exists():
         return out
     if not shutil.which(cc):
@@ -88,7 +88,7 @@ def build_program(folder: str, name: str, machine: str | None = None, *, static:
         cc,
         *CFLAGS,
         *TARGET_FLAGS.get(machine, []),
-        *static,
+        *link,
         "-o",
         str(tmp),
         *(str(p) for p in program_sources(folder) if p.suffix == ".c"),

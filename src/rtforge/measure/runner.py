@@ -188,7 +188,7 @@ class Runner:
         if self._progress is None and progress:
             doc = self.read_json()
             self._progress = ProgressReader(doc["engine"], (doc.get("config") or {}).get("cpus") or [])
-        pr = self._progress if progress else ProgressReader("", [])
+        pr = self._progress if progress and self._progress is not None else ProgressReader("", [])
         r = self._runner("status", str(pr.consumed), PROGRESS_FILES.get(pr.engine, ""),
                          step="reading the run's progress", timeout=60)
         if r.returncode:
@@ -197,10 +197,10 @@ class Runner:
                                 f"`rtforge fetch {self.t.name}` lists what is there")
             # e.g. the board's sshd session died under the command (SIGHUP)
             raise ConnectionLost(f"the target's answer was cut off (status {r.returncode})")
-        head, _, progress = r.stdout.partition("@@progress\n")
+        head, _, said = r.stdout.partition("@@progress\n")
         fields = dict(line.split(" ", 1) for line in head.splitlines() if " " in line)
         word, _, detail = fields.get("state", "missing").partition(" ")
-        pr.feed(progress.encode())
+        pr.feed(said.encode())
         elapsed = None
         try:
             elapsed = max(0.0, float(fields["uptime"]) - float(fields["started"]))

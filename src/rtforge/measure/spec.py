@@ -207,7 +207,7 @@ class LatencySpec:
     def cyclictest_histogram_us(self) -> int:
         """Sized from the interval: ten periods, at least 1 ms, so a sample
         must be very late indeed to fall out of it."""
-        return self.histogram_us or min(LIMITS["histogram_us"][1], max(1000, 10 * self.interval_us))
+        return self.histogram_us or int(min(LIMITS["histogram_us"][1], max(1000, 10 * self.interval_us)))
 
     def reproducer(self, host: str | None = None) -> str:
         argv = ["rtforge", "latency", *([host] if host else [])]

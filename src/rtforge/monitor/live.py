@@ -98,7 +98,7 @@ def run(transport: Transport, spec: MonitorSpec, *, on_window: Callable[[Window]
     local = isinstance(transport, LocalTransport)
     if not local:
         sudo = [] if transport.is_root() else ["sudo", "-n", "--"]
-        argv = transport.command([*sudo, "sh", "-c", _WRAP, "sh", *argv])
+        argv = transport.local_argv([*sudo, "sh", "-c", _WRAP, "sh", *argv])
     with tempfile.TemporaryFile() as err:
         proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
                                 start_new_session=True, preexec_fn=_die_with_parent)
@@ -110,7 +110,7 @@ def run(transport: Transport, spec: MonitorSpec, *, on_window: Callable[[Window]
             with held_signals():
                 if local:
                     proc.send_signal(signal.SIGTERM)
-                else:
+                elif proc.stdin is not None:
                     proc.stdin.close()  # the wrapper stops the probe, which sends its last window
                 _read(proc, live, on_window, events)
         finally:
@@ -141,6 +141,7 @@ class _Events:
 
 
 def _read(proc: subprocess.Popen, live: Live, on_window, on_event) -> None:
+    assert proc.stdout is not None   # started with stdout=PIPE
     for line in proc.stdout:
         try:
             doc = json.loads(line)

@@ -13,8 +13,8 @@ from .findings import Context, Evidence, Finding, threshold
 
 
 def rt_throttling(ctx: Context) -> list[Finding]:
-    runtime = ctx.snap.int("/proc/sys/kernel/sched_rt_runtime_us")
-    period = ctx.snap.int("/proc/sys/kernel/sched_rt_period_us")
+    runtime = ctx.snap.number("/proc/sys/kernel/sched_rt_runtime_us")
+    period = ctx.snap.number("/proc/sys/kernel/sched_rt_period_us")
     if runtime is None or period is None or runtime < 0 or runtime >= period:
         return []
     return [ctx.finding("rt-throttling", [ctx.ev("/proc/sys/kernel/sched_rt_runtime_us"),
@@ -35,7 +35,7 @@ def governors(ctx: Context) -> list[Finding]:
         out.append(ctx.finding("governor", [ctx.ev(p) for p, _ in slow], governors=" and ".join(names)))
     for path in ctx.snap.glob("/sys/devices/system/cpu/cpufreq/policy*/scaling_max_freq"):
         base = path.rsplit("/", 1)[0]
-        cap, hw = ctx.snap.int(path), ctx.snap.int(base + "/cpuinfo_max_freq")
+        cap, hw = ctx.snap.number(path), ctx.snap.number(base + "/cpuinfo_max_freq")
         if cap and hw and cap < hw:
             out.append(ctx.finding("frequency-capped", [ctx.ev(path), ctx.ev(base + "/cpuinfo_max_freq")],
                                    policy=base.rsplit("/", 1)[1], max_khz=cap, hw_max_khz=hw))
@@ -69,7 +69,7 @@ def idle_states(ctx: Context) -> list[Finding]:
     ev = []
     for path in ctx.snap.glob("/sys/devices/system/cpu/cpu*/cpuidle/state*/latency"):
         base = path.rsplit("/", 1)[0]
-        latency = ctx.snap.int(path)
+        latency = ctx.snap.number(path)
         if latency is None or latency <= limit or ctx.snap.value(base + "/disable") == "1":
             continue
         name = ctx.snap.value(base + "/name") or base.rsplit("/", 1)[1]
@@ -218,7 +218,7 @@ def temperature(ctx: Context) -> list[Finding]:
     out = []
     for path in ctx.snap.glob("/sys/class/thermal/thermal_zone*/temp"):
         base = path.rsplit("/", 1)[0]
-        temp = ctx.snap.int(path)
+        temp = ctx.snap.number(path)
         if temp is None:
             continue
         zone = ctx.snap.value(base + "/type") or base.rsplit("/", 1)[1]
@@ -243,7 +243,7 @@ def _soft_limit(ctx: Context, zone: str) -> tuple[int | None, str]:
     trips = []
     for p in ctx.snap.glob(zone + "/trip_point_*_type"):
         if ctx.snap.value(p) == "passive":
-            t = ctx.snap.int(p.replace("_type", "_temp"))
+            t = ctx.snap.number(p.replace("_type", "_temp"))
             if t:
                 trips.append((t, p.replace("_type", "_temp")))
     return min(trips) if trips else (None, "")

@@ -131,7 +131,7 @@ class Context:
 
     @cached_property
     def realtime(self) -> int | None:
-        return self.snap.int("/sys/kernel/realtime")
+        return self.snap.number("/sys/kernel/realtime")
 
     @cached_property
     def preempt(self) -> str:

@@ -138,7 +138,8 @@ class Snapshot:
         t = self.files.get(path)
         return None if t is None else t.strip().strip("\0").strip()
 
-    def int(self, path: str) -> int | None:
+    def number(self, path: str) -> int | None:
+        """The file's content as a whole number; None when it is not there or not one."""
         v = self.value(path)
         try:
             return int(v) if v is not None else None

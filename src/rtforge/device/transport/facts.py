@@ -180,7 +180,7 @@ def from_blocks(v: dict[str, str]) -> DeviceFacts:
         is_root=uid_is_root(v.get("uid", "")),
         panic_s=int(v["panic"]) if v.get("panic", "").lstrip("-").isdigit() else None,
         cmdline=v.get("cmdline", ""),
-        config_from=(v["config"].splitlines() or [None])[0] if "config" in v else None,
+        config_from=next(iter(v["config"].splitlines()), None) if "config" in v else None,
         config_rt=v["config"].splitlines()[1:] if "config" in v else [],
         hostname=v.get("hostname", ""),
         user=v.get("user", ""),
