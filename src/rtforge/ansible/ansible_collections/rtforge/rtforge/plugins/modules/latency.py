@@ -4,6 +4,7 @@
 DOCUMENTATION = r"""
 module: latency
 short_description: Measure a board's wake-up latency with rtforge and store the run
+author: rtforge maintainers
 description:
   - Runs C(rtforge latency HOST --json) on the controller
     (its action plugin runs it there, whatever the host's connection); rtforge reaches the board
@@ -16,41 +17,124 @@ description:
     leaves out is that host's variable named for it when defined (inventory, group_vars, a role's defaults),
     C(rtforge_<option>), or C(rtforge_command) for I(rtforge) (not I(run) or I(resume)).
     C(module_defaults) for the module count as given.
+extends_documentation_fragment: [rtforge.rtforge.command, rtforge.rtforge.command.results_dir]
 options:
-  host: {description: the board's Host alias in I(ssh_config) (the inventory name), required: true, type: str}
-  ssh_config: {description: ssh config file rtforge connects with, type: path}
-  rtforge: {description: the rtforge command, as a list, type: list, elements: str, default: [rtforge]}
-  results_dir: {description: the run store (default rtforge's own), type: path}
-  label: {description: the run's label, type: str}
-  duration: {description: e.g. 10m, 2h, type: str}
-  loops: {description: wake-ups per CPU instead of a duration, type: int}
-  interval_us: {description: wake-up period in µs, type: int}
-  priority: {type: int, description: SCHED_FIFO priority}
-  policy: {type: str, description: fifo or rr}
-  cpus: {type: str, description: CPUs to measure, e.g. 0-3}
-  load: {type: str, description: comma-separated loads (cpu, io, vm, net, hackbench, zero)}
-  engine: {type: str, description: probe or cyclictest}
-  phase: {type: str, description: together or spread}
-  spike_us: {type: int, description: log wake-ups later than this}
-  histogram_us: {type: int, description: cyclictest's histogram range}
-  settle_s: {type: float, description: seconds the loads run before measuring}
-  trace: {type: bool, default: false, description: also run rtla timerlat's analysis}
-  install: {type: bool, default: false, description: install missing tools on the board with apt-get}
+  label:
+    description:
+      - The run's label.
+    type: str
+  duration:
+    description:
+      - How long the run measures, such as C(10m) or C(2h).
+    type: str
+  loops:
+    description:
+      - Wake-ups per CPU instead of a duration.
+    type: int
+  interval_us:
+    description:
+      - The wake-up period in µs.
+    type: int
+  priority:
+    description:
+      - The SCHED_FIFO priority of the measuring threads.
+    type: int
+  policy:
+    description:
+      - C(fifo) or C(rr).
+    type: str
+  cpus:
+    description:
+      - The CPUs to measure, such as C(0-3).
+    type: str
+  load:
+    description:
+      - Comma-separated loads (C(cpu), C(io), C(vm), C(net), C(hackbench), C(zero)).
+    type: str
+  engine:
+    description:
+      - C(probe) or C(cyclictest).
+    type: str
+  phase:
+    description:
+      - C(together) or C(spread).
+    type: str
+  spike_us:
+    description:
+      - Log the wake-ups later than this.
+    type: int
+  histogram_us:
+    description:
+      - The range of cyclictest's histogram.
+    type: int
+  settle_s:
+    description:
+      - Seconds the loads run before measuring.
+    type: float
+  trace:
+    description:
+      - Also run rtla timerlat's analysis.
+    type: bool
+    default: false
+  install:
+    description:
+      - Install the tools missing on the board with apt-get.
+    type: bool
+    default: false
   patience:
+    description:
+      - How long beyond the run's own length (its start included) a board is waited for; then its run goes on
+        there alone.
     type: str
     default: 5m
-    description: how long beyond the run's own length (its start included) a board is waited for; then its run
-      goes on there alone
-  run: {type: str, description: a run of this board to collect (attach) instead of measuring}
-  resume: {type: bool, default: false, description: first collect a run of this label started after I(since)}
-  since: {type: str, description: ISO 8601 UTC time; with I(resume), only runs started after it are this one's}
+  run:
+    description:
+      - A run of this board to collect (attach) instead of measuring.
+    type: str
+  resume:
+    description:
+      - First collect a run of this label started after I(since).
+    type: bool
+    default: false
+  since:
+    description:
+      - An ISO 8601 UTC time; with I(resume), only the runs started after it are this one's.
+    type: str
+"""
+
+EXAMPLES = r"""
+- name: Measure each board for ten minutes under CPU and disk load
+  rtforge.rtforge.latency:
+    host: "{{ inventory_hostname }}"
+    duration: 10m
+    load: cpu,io
+    label: "{{ inventory_hostname }} nightly"
+  register: measured
+
+- name: Say each board's worst wake-up
+  ansible.builtin.debug:
+    msg: "{{ inventory_hostname }}: {{ measured.summary.max_ns }} ns at worst (run {{ measured.run_id }})"
+  when: measured.outcome == 'ok'
 """
 
 RETURN = r"""
-outcome: {description: "ok, unreachable, lost, busy, refused, interrupted or failed", type: str, returned: always}
-run_id: {description: the stored run (ok) or the run that goes on on the board (lost), type: str, returned: when known}
-how: {description: "measured, attached or fetched", type: str, returned: on success}
-summary: {description: the run's figures (max_ns, p99_ns, state, partial, kernel_release, preempt_model), type: dict}
+outcome:
+  description: What the board came to, one of C(ok), C(unreachable), C(lost), C(busy), C(refused), C(interrupted),
+    C(failed).
+  type: str
+  returned: always
+run_id:
+  description: The stored run (C(ok)) or the run that goes on on the board (C(lost)).
+  type: str
+  returned: when known
+how:
+  description: How the run was had, C(measured), C(attached) or C(fetched).
+  type: str
+  returned: on success
+summary:
+  description: The run's figures (C(max_ns), C(p99_ns), C(state), C(partial), C(kernel_release), C(preempt_model)).
+  type: dict
+  returned: on success
 """
 
 from ansible_collections.rtforge.rtforge.plugins.module_utils import runner  # noqa: E402
@@ -93,8 +177,7 @@ def ours(shown, p):
 
 
 ARGUMENT_SPEC = dict(
-    host=dict(type="str", required=True), ssh_config=dict(type="path"),
-    rtforge=dict(type="list", elements="str", default=["rtforge"]), results_dir=dict(type="path"),
+    runner.BOARD_SPEC, results_dir=dict(type="path"),
     label=dict(type="str"), duration=dict(type="str"), loops=dict(type="int"),
     interval_us=dict(type="int"), priority=dict(type="int"), policy=dict(type="str"),
     cpus=dict(type="str"), load=dict(type="str"), engine=dict(type="str"), phase=dict(type="str"),
@@ -105,7 +188,7 @@ ARGUMENT_SPEC = dict(
 
 # The options a task leaves out: the host's variables of these names (plugin_utils/oncontroller.py says why).
 FROM_VARS = dict(
-    ssh_config="rtforge_ssh_config", rtforge="rtforge_command", results_dir="rtforge_results_dir",
+    runner.BOARD_VARS, results_dir="rtforge_results_dir",
     label="rtforge_label", duration="rtforge_duration", loops="rtforge_loops",
     interval_us="rtforge_interval_us", priority="rtforge_priority", policy="rtforge_policy",
     cpus="rtforge_cpus", load="rtforge_load", engine="rtforge_engine", phase="rtforge_phase",
