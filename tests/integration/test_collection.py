@@ -2,7 +2,8 @@
 ansible-galaxy and ansible-playbook, and the Python they run under): every
 module's documentation in Ansible's keys, each option whole and equal to
 what the module takes, with examples that parse and an author; a built
-artifact that carries its README and licence."""
+artifact that carries its README and licence; and each latency option,
+declared once, the same in every part that offers it."""
 
 from __future__ import annotations
 
@@ -14,8 +15,14 @@ import tarfile
 from pathlib import Path
 
 import pytest
+import typer
 
+from rtforge.cli import fleet as fleet_cli
+from rtforge.cli import latency as latency_cli
+from rtforge.fleet import settings
 from rtforge.fleet.playbook import COLLECTIONS
+from rtforge.measure import spec as run_spec
+from rtforge.measure.options import OPTIONS
 
 COLLECTION = COLLECTIONS / "ansible_collections" / "rtforge" / "rtforge"
 MODULES = sorted(p.stem for p in (COLLECTION / "plugins" / "modules").glob("*.py"))
@@ -29,7 +36,7 @@ OPTION_KEYS = {"description", "type", "required", "default", "elements", "choice
 RETURN_KEYS = {"description", "returned", "type", "elements", "sample", "contains", "version_added"}
 
 # Under the Python Ansible runs (its modules' own), what each module takes (its ARGUMENT_SPEC, its FROM_VARS)
-# and its EXAMPLES read as YAML.
+# and its EXAMPLES read as YAML; for latency, what it passes on to rtforge.
 SPECS = """
 import importlib, json, sys
 import yaml
@@ -39,6 +46,14 @@ for name in sys.argv[2:]:
     m = importlib.import_module("ansible_collections.rtforge.rtforge.plugins.modules." + name)
     examples = yaml.safe_load(getattr(m, "EXAMPLES", None) or "null")
     out[name] = {"spec": m.ARGUMENT_SPEC, "from_vars": getattr(m, "FROM_VARS", {}), "examples": examples}
+    if name == "latency":
+        # its command line with every option given, and how long it expects a run to take
+        sample = {"str": "x", "int": 1, "float": 1.5, "bool": True}
+        p = {k: sample.get(s["type"]) for k, s in m.ARGUMENT_SPEC.items()}
+        p.update(host="pi-01", rtforge=["rtforge"], label=None)
+        none = {k: None for k in m.ARGUMENT_SPEC}
+        out[name]["argv"] = m.measure_argv(p)
+        out[name]["expected"] = [m.expected_s(none), m.expected_s(dict(none, duration="10s", load="cpu"))]
 print(json.dumps(out))
 """
 
@@ -126,3 +141,64 @@ def test_the_collection_builds_with_its_readme_and_licence(tmp_path):
     assert manifest["collection_info"]["license"] == ["GPL-2.0-or-later"]
     assert "GNU GENERAL PUBLIC LICENSE" in licence and "Version 2, June 1991" in licence
     assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
+
+
+def command_params(app: typer.Typer, *path: str) -> dict:
+    command = typer.main.get_command(app)
+    for name in path:
+        command = command.commands[name]
+    return {p.name: p for p in command.params}
+
+
+@pytest.mark.parametrize("name", list(OPTIONS))
+def test_each_latency_option_is_its_one_declaration_everywhere(name, docs, specs):
+    """data/latency_options.toml against every part that offers the option, field by field: the command
+    lines (rtforge latency, rtforge fleet latency), the fleet's variables, the module as Ansible's Python
+    loads it (its argument spec, host variable, the flag it passes on), ansible-doc, and rtforge's own model
+    of a run (measure/spec.py: its defaults, words and units)."""
+    o = OPTIONS[name]
+    flags = [o.flag, *([o.short] if o.short else [])]
+    for params, fleet in ((command_params(latency_cli.app, "latency"), False),
+                          (command_params(fleet_cli.app, "fleet", "latency"), True)):
+        if not o.command and not fleet:
+            assert name not in params
+            continue
+        p = params[name]
+        assert sorted(p.opts) == sorted(flags) and p.is_flag == (o.type == "bool")
+        assert p.default == (False if o.type == "bool" else None)      # unset: rtforge's default, or the board's
+        assert p.help == o.help_text(fleet=fleet) and o.help in p.help
+        assert (o.unset is None or f"default {o.unset}" in p.help) and (not fleet or o.variable in p.help)
+        if o.type != "bool":
+            assert p.metavar == o.value_name
+
+    assert settings.LATENCY[name] == (o.variable, o.flag)
+
+    module = specs["latency"]
+    spec = module["spec"][name]
+    assert spec["type"] == o.type and module["from_vars"][name] == o.variable
+    # the module leaves rtforge's defaults to rtforge; a flag is off; patience is the module's own
+    assert spec.get("default") == (bool(o.default) if o.type == "bool" else None if o.command else o.default)
+    assert (o.flag in module["argv"]) == o.command
+
+    doc = docs["latency"]["doc"]["options"][name]
+    assert doc["type"] == o.type and doc.get("default") == spec.get("default")
+    what, *rest = doc["description"]
+    assert what == o.text()[0].upper() + o.text()[1:] + "."
+    assert f"C({o.variable})" in rest[-1] and (f"C({o.flag})" in rest[-1]) == o.command
+    assert not o.command or o.type == "bool" or o.unset is None or str(o.unset) in rest[0]
+
+    model = run_spec.LatencySpec()
+    if name == "duration":
+        assert model.duration_s == run_spec.parse_duration(o.default)
+    elif o.default is not None and hasattr(model, name):
+        assert getattr(model, name) == o.default
+    choices = {"policy": run_spec.POLICIES, "engine": run_spec.ENGINES, "phase": run_spec.PHASES}
+    assert o.choices == choices.get(name, ())
+    assert o.unit == run_spec.LIMITS.get(name, (0, 0, o.unit))[2]
+
+
+def test_the_module_expects_a_run_as_long_as_rtforge_does(specs):
+    """Its deadline counts from rtforge's defaults: 60 s, and the loads' settling time when loads run."""
+    plain, loaded = specs["latency"]["expected"]
+    assert plain == run_spec.LatencySpec().expected_s == run_spec.parse_duration(OPTIONS["duration"].default)
+    assert loaded == 10 + run_spec.LatencySpec(loads=["cpu"]).settle

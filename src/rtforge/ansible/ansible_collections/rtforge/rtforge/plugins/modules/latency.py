@@ -17,76 +17,17 @@ description:
     leaves out is that host's variable named for it when defined (inventory, group_vars, a role's defaults),
     C(rtforge_<option>), or C(rtforge_command) for I(rtforge) (not I(run) or I(resume)).
     C(module_defaults) for the module count as given.
-extends_documentation_fragment: [rtforge.rtforge.command, rtforge.rtforge.command.results_dir]
+extends_documentation_fragment:
+  - rtforge.rtforge.command
+  - rtforge.rtforge.command.results_dir
+  # the options of rtforge latency, made from rtforge's one declaration of them (data/latency_options.toml)
+  - rtforge.rtforge.latency
 options:
   label:
     description:
       - The run's label.
+      - Left out of a task, the host's C(rtforge_label).
     type: str
-  duration:
-    description:
-      - How long the run measures, such as C(10m) or C(2h).
-    type: str
-  loops:
-    description:
-      - Wake-ups per CPU instead of a duration.
-    type: int
-  interval_us:
-    description:
-      - The wake-up period in µs.
-    type: int
-  priority:
-    description:
-      - The SCHED_FIFO priority of the measuring threads.
-    type: int
-  policy:
-    description:
-      - C(fifo) or C(rr).
-    type: str
-  cpus:
-    description:
-      - The CPUs to measure, such as C(0-3).
-    type: str
-  load:
-    description:
-      - Comma-separated loads (C(cpu), C(io), C(vm), C(net), C(hackbench), C(zero)).
-    type: str
-  engine:
-    description:
-      - C(probe) or C(cyclictest).
-    type: str
-  phase:
-    description:
-      - C(together) or C(spread).
-    type: str
-  spike_us:
-    description:
-      - Log the wake-ups later than this.
-    type: int
-  histogram_us:
-    description:
-      - The range of cyclictest's histogram.
-    type: int
-  settle_s:
-    description:
-      - Seconds the loads run before measuring.
-    type: float
-  trace:
-    description:
-      - Also run rtla timerlat's analysis.
-    type: bool
-    default: false
-  install:
-    description:
-      - Install the tools missing on the board with apt-get.
-    type: bool
-    default: false
-  patience:
-    description:
-      - How long beyond the run's own length (its start included) a board is waited for; then its run goes on
-        there alone.
-    type: str
-    default: 5m
   run:
     description:
       - A run of this board to collect (attach) instead of measuring.
@@ -99,6 +40,7 @@ options:
   since:
     description:
       - An ISO 8601 UTC time; with I(resume), only the runs started after it are this one's.
+      - Left out of a task, the host's C(rtforge_since).
     type: str
 """
 
@@ -137,24 +79,22 @@ summary:
   returned: on success
 """
 
-from ansible_collections.rtforge.rtforge.plugins.module_utils import runner  # noqa: E402
+from ansible_collections.rtforge.rtforge.plugins.module_utils import latency_options, runner  # noqa: E402
 
-OPTIONS = (("duration", "--duration"), ("loops", "--loops"), ("interval_us", "--interval-us"),
-           ("priority", "--priority"), ("policy", "--policy"), ("cpus", "--cpus"), ("load", "--load"),
-           ("engine", "--engine"), ("phase", "--phase"), ("spike_us", "--spike-us"),
-           ("histogram_us", "--histogram-us"), ("settle_s", "--settle-s"))
 FETCH_DEADLINE_S = 600.0    # a fetch copies a finished run; only a board that hangs takes longer
 INSTALL_ALLOWANCE_S = 1800.0  # --install: apt-get on the board before the run starts
 
 
 def expected_s(p):
     """How long the run should measure, from the options as given (None: unknown)."""
+    default = latency_options.DEFAULTS
     if p["loops"]:
-        return p["loops"] * (p["interval_us"] or 200) / 1e6
-    d = runner.span_s(p["duration"] or "60s")
+        return p["loops"] * (p["interval_us"] or default["interval_us"]) / 1e6
+    d = runner.span_s(p["duration"] or default["duration"])
     if d is None:
         return None
-    settle = p["settle_s"] if p["settle_s"] is not None else (3.0 if p["load"] else 0.0)
+    settle = p["settle_s"] if p["settle_s"] is not None else (
+        float(latency_options.SETTLE_WITH_LOADS_S) if p["load"] else 0.0)
     return d + settle
 
 
@@ -162,11 +102,11 @@ def measure_argv(p):
     argv = runner.base_argv(p, "latency", p["host"]) + ["--json"]
     if p["label"]:
         argv += ["--label", p["label"]]
-    for key, flag in OPTIONS:
-        if p[key] is not None and p[key] != "":
+    for key, flag in latency_options.FLAGS.items():
+        if p[key] is True:
+            argv.append(flag)
+        elif p[key] is not None and p[key] is not False and p[key] != "":
             argv += [flag, str(p[key])]
-    argv += ["--trace"] if p["trace"] else []
-    argv += ["--install"] if p["install"] else []
     return argv
 
 
@@ -177,23 +117,12 @@ def ours(shown, p):
 
 
 ARGUMENT_SPEC = dict(
-    runner.BOARD_SPEC, results_dir=dict(type="path"),
-    label=dict(type="str"), duration=dict(type="str"), loops=dict(type="int"),
-    interval_us=dict(type="int"), priority=dict(type="int"), policy=dict(type="str"),
-    cpus=dict(type="str"), load=dict(type="str"), engine=dict(type="str"), phase=dict(type="str"),
-    spike_us=dict(type="int"), histogram_us=dict(type="int"), settle_s=dict(type="float"),
-    trace=dict(type="bool", default=False), install=dict(type="bool", default=False),
-    patience=dict(type="str", default="5m"), run=dict(type="str"),
-    resume=dict(type="bool", default=False), since=dict(type="str"))
+    runner.BOARD_SPEC, results_dir=dict(type="path"), label=dict(type="str"), run=dict(type="str"),
+    resume=dict(type="bool", default=False), since=dict(type="str"), **latency_options.ARGUMENT_SPEC)
 
 # The options a task leaves out: the host's variables of these names (plugin_utils/oncontroller.py says why).
-FROM_VARS = dict(
-    runner.BOARD_VARS, results_dir="rtforge_results_dir",
-    label="rtforge_label", duration="rtforge_duration", loops="rtforge_loops",
-    interval_us="rtforge_interval_us", priority="rtforge_priority", policy="rtforge_policy",
-    cpus="rtforge_cpus", load="rtforge_load", engine="rtforge_engine", phase="rtforge_phase",
-    spike_us="rtforge_spike_us", histogram_us="rtforge_histogram_us", settle_s="rtforge_settle_s",
-    trace="rtforge_trace", install="rtforge_install", patience="rtforge_patience", since="rtforge_since")
+FROM_VARS = dict(runner.BOARD_VARS, results_dir="rtforge_results_dir", label="rtforge_label", since="rtforge_since",
+                 **latency_options.FROM_VARS)
 
 
 def main():
