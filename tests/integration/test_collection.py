@@ -2,8 +2,9 @@
 ansible-galaxy and ansible-playbook, and the Python they run under): every
 module's documentation in Ansible's keys, each option whole and equal to
 what the module takes, with examples that parse and an author; a built
-artifact that carries its README and licence; and each latency option,
-declared once, the same in every part that offers it."""
+artifact that carries its README and licence; every role's variables
+declared and checked by Ansible; and each latency option, declared once,
+the same in every part that offers it."""
 
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ from rtforge.measure.options import OPTIONS
 
 COLLECTION = COLLECTIONS / "ansible_collections" / "rtforge" / "rtforge"
 MODULES = sorted(p.stem for p in (COLLECTION / "plugins" / "modules").glob("*.py"))
+ROLES = sorted(p.name for p in (COLLECTION / "roles").iterdir())
 ENV = {**os.environ, "ANSIBLE_COLLECTIONS_PATH": str(COLLECTIONS), "ANSIBLE_NOCOLOR": "1"}
 
 # The keys of Ansible's documentation format (ansible-doc adds collection, filename and has_action).
@@ -58,6 +60,14 @@ print(json.dumps(out))
 """
 
 
+# The roles' defaults/main.yml, as Ansible's YAML reads them.
+DEFAULTS = """
+import json, sys, yaml
+path = sys.argv[1] + "/roles/%s/defaults/main.yml"
+print(json.dumps({r: yaml.safe_load(open(path % r)) or {} for r in sys.argv[2:]}))
+"""
+
+
 def ansible_python() -> str:
     """The interpreter of Debian's ansible-doc (its #! line): the Python the collection runs under."""
     line = Path(shutil.which("ansible-doc")).read_text().splitlines()[0]
@@ -77,6 +87,14 @@ def specs() -> dict:
     p = subprocess.run([ansible_python(), "-c", SPECS, str(COLLECTIONS), *MODULES], capture_output=True, text=True,
                        timeout=60, check=True)
     return json.loads(p.stdout)
+
+
+@pytest.fixture(scope="module")
+def roles() -> dict:
+    p = subprocess.run(["ansible-doc", "-t", "role", "--json", *[f"rtforge.rtforge.{r}" for r in ROLES]],
+                       capture_output=True, text=True, env=ENV, timeout=120, stdin=subprocess.DEVNULL)
+    assert p.returncode == 0 and not p.stderr.strip(), p.stderr
+    return {name.rsplit(".", 1)[1]: doc["entry_points"]["main"] for name, doc in json.loads(p.stdout).items()}
 
 
 def sentences(description) -> list[str]:
@@ -143,6 +161,52 @@ def test_the_collection_builds_with_its_readme_and_licence(tmp_path):
     assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
 
 
+def test_every_role_declares_the_variables_its_module_reads(roles, specs):
+    """ansible-doc -t role shows each role's variables (meta/argument_specs.yml): whole sentences, the defaults
+    of its defaults/main.yml, and every host variable its module takes an option from (its FROM_VARS; those of
+    the ssh config are the ssh_config role's, which every other role depends on), of the option's type."""
+    assert sorted(roles) == ROLES == ["deploy", "doctor", "fetch", "latency", "ssh_config"]
+    p = subprocess.run([ansible_python(), "-c", DEFAULTS, str(COLLECTION), *ROLES], capture_output=True, text=True,
+                       timeout=60, check=True)
+    defaults = json.loads(p.stdout)
+    for role, main in roles.items():
+        assert main["short_description"] and main.get("author"), role
+        options = main["options"]
+        for var, doc in options.items():
+            assert set(doc) <= OPTION_KEYS, (role, var, set(doc) - OPTION_KEYS)
+            assert all(s.endswith(".") for s in sentences(doc["description"])), (role, var)
+        for var, value in defaults[role].items():   # a default that is a template is said in words
+            assert var in options, (role, var)
+            assert options[var].get("default") == (None if "{{" in str(value) else value), (role, var)
+        if role == "ssh_config":
+            continue
+        declared = options | roles["ssh_config"]["options"]
+        for option, var in specs[role]["from_vars"].items():
+            assert var in declared, (role, var)
+            assert declared[var]["type"] == specs[role]["spec"][option]["type"], (role, var)
+
+
+def test_a_role_given_a_variable_of_the_wrong_type_is_refused_by_ansibles_validator(tmp_path):
+    """Ansible checks a role's variables against its meta/argument_specs.yml before its task: a board's
+    rtforge_interval_us that is no number stops that board there, and rtforge is never run for it."""
+    record = tmp_path / "ran"
+    play = tmp_path / "play.yml"
+    play.write_text(json.dumps([{"hosts": "all", "gather_facts": False, "roles": ["rtforge.rtforge.latency"]}]))
+    inv = tmp_path / "lab.ini"
+    inv.write_text("pi-01 ansible_host=127.0.0.1 rtforge_interval_us=often\n"
+                   "pi-02 ansible_host=127.0.0.1 rtforge_interval_us=500\n")
+    command = ["/bin/sh", "-c", f'echo "$2" >> {record}; exit 2', "rtforge"]
+    p = subprocess.run(["ansible-playbook", "-i", str(inv), str(play), "-e", json.dumps(
+        {"rtforge_command": command, "rtforge_ssh_config": str(tmp_path / "ssh_config"), "rtforge_retries": 0})],
+        capture_output=True, text=True, env=ENV | {"ANSIBLE_STDOUT_CALLBACK": "rtforge.rtforge.events"},
+        timeout=120, stdin=subprocess.DEVNULL, cwd=tmp_path)
+    events = [json.loads(ln) for ln in p.stdout.splitlines() if ln.startswith("{")]
+    refused = [e for e in events if e["event"] == "failed" and e["action"] == "ansible.builtin.validate_argument_spec"]
+    assert [e["host"] for e in refused] == ["pi-01"], p.stdout + p.stderr
+    assert "argument 'rtforge_interval_us' is of type" in refused[0]["result"]["msg"]
+    assert record.read_text().split() == ["pi-02"]          # only the board whose variables passed was measured
+
+
 def command_params(app: typer.Typer, *path: str) -> dict:
     command = typer.main.get_command(app)
     for name in path:
@@ -151,11 +215,11 @@ def command_params(app: typer.Typer, *path: str) -> dict:
 
 
 @pytest.mark.parametrize("name", list(OPTIONS))
-def test_each_latency_option_is_its_one_declaration_everywhere(name, docs, specs):
+def test_each_latency_option_is_its_one_declaration_everywhere(name, docs, specs, roles):
     """data/latency_options.toml against every part that offers the option, field by field: the command
-    lines (rtforge latency, rtforge fleet latency), the fleet's variables, the module as Ansible's Python
-    loads it (its argument spec, host variable, the flag it passes on), ansible-doc, and rtforge's own model
-    of a run (measure/spec.py: its defaults, words and units)."""
+    lines (rtforge latency, rtforge fleet latency), the fleet's variables and the latency role's (its
+    argument spec), the module as Ansible's Python loads it (its argument spec, host variable, the flag it
+    passes on), ansible-doc, and rtforge's own model of a run (measure/spec.py: defaults, words, units)."""
     o = OPTIONS[name]
     flags = [o.flag, *([o.short] if o.short else [])]
     for params, fleet in ((command_params(latency_cli.app, "latency"), False),
@@ -172,6 +236,9 @@ def test_each_latency_option_is_its_one_declaration_everywhere(name, docs, specs
             assert p.metavar == o.value_name
 
     assert settings.LATENCY[name] == (o.variable, o.flag)
+    var = roles["latency"]["options"][o.variable]             # the role's variable, in its argument spec
+    assert var["type"] == o.type and var["description"][0] == o.text()[0].upper() + o.text()[1:] + "."
+    assert var.get("default") == (None if o.command or o.type == "bool" else o.default)
 
     module = specs["latency"]
     spec = module["spec"][name]

@@ -4,10 +4,11 @@ options (data/latency_options.toml, measure/options.py).
 The collection cannot read that declaration when it runs: its modules run
 under Ansible's Python, which need not have rtforge, and ansible-doc reads
 a module's documentation as YAML text.  So the declaration is written into
-the collection as two plain files:
+the collection as plain files:
 
     plugins/doc_fragments/latency.py          the options' documentation (extends_documentation_fragment)
     plugins/module_utils/latency_options.py   what the module takes: argument spec, host variables, flags
+    roles/latency/meta/argument_specs.yml     the role's variables, between two markers (the rest by hand)
 
 `make collection` (python -m rtforge.fleet.collection) writes them;
 tests/unit/fleet/test_collection_made.py fails while one differs from what
@@ -64,20 +65,26 @@ def _yaml(value) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-def _item(text: str) -> list[str]:
+def _item(text: str, indent: int) -> list[str]:
     """A list item of YAML, wrapped to the line length (YAML folds a quoted string's line breaks into spaces)."""
-    return textwrap.wrap(_yaml(text), 112, initial_indent="      - ", subsequent_indent="        ",
-                         break_long_words=False, break_on_hyphens=False)
+    return textwrap.wrap(_yaml(text), 118 - indent, initial_indent=" " * indent + "- ",
+                         subsequent_indent=" " * (indent + 2), break_long_words=False, break_on_hyphens=False)
+
+
+def _options(names: list[tuple[str, Option]], describe, default, indent: int) -> list[str]:
+    """Options in the YAML of Ansible's documentation (a module's, a role's argument spec)."""
+    pad, lines = " " * indent, []
+    for name, o in names:
+        lines += [f"{pad}{name}:", f"{pad}  description:"]
+        lines += [line for s in describe(o) for line in _item(s, indent + 4)]
+        lines += [f"{pad}  type: {o.type}"]
+        if default(o) is not None:
+            lines += [f"{pad}  default: {_yaml(default(o))}"]
+    return lines
 
 
 def doc_fragment() -> str:
-    lines = []
-    for o in OPTIONS.values():
-        lines += [f"  {o.name}:", "    description:"]
-        lines += [line for s in description(o) for line in _item(s)]
-        lines += [f"    type: {o.type}"]
-        if ansible_default(o) is not None:
-            lines += [f"    default: {_yaml(ansible_default(o))}"]
+    lines = _options([(o.name, o) for o in OPTIONS.values()], description, ansible_default, 2)
     return (HEADER + '"""The options of rtforge latency that the rtforge.rtforge.latency module passes on, and its\n'
             'own patience: extends_documentation_fragment: rtforge.rtforge.latency."""\n\n\n'
             'class ModuleDocFragment(object):\n\n    DOCUMENTATION = r"""\noptions:\n' + "\n".join(lines) + '\n"""\n')
@@ -102,10 +109,35 @@ def module_utils() -> str:
             f"SETTLE_WITH_LOADS_S = {DEFAULT_SETTLE_S!r}   # settle_s when loads run and it is not given\n")
 
 
+ROLE_SPEC = ROOT / "roles" / "latency" / "meta" / "argument_specs.yml"
+BEGIN = "      # ---- made by `make collection` from rtforge's src/rtforge/data/latency_options.toml: edit that ----\n"
+END = "      # ---- end of what `make collection` makes ----\n"
+
+
+def role_description(o: Option) -> list[str]:
+    given = f", given to C(rtforge latency) as C({o.flag})" if o.command else ""
+    return description(o)[:-1] + [f"The option I({o.name}) of M(rtforge.rtforge.latency){given}."]
+
+
+def role_default(o: Option):
+    """The role's own defaults (defaults/main.yml) are the module's own options only: patience."""
+    return None if o.command or o.type == "bool" else o.default
+
+
+def role_spec(text: str) -> str:
+    """The latency role's argument_specs.yml with the declared options' variables between its two markers
+    (the role's own variables are written there by hand)."""
+    head, rest = text.split(BEGIN, 1)
+    tail = rest.split(END, 1)[1]
+    lines = _options([(o.variable, o) for o in OPTIONS.values()], role_description, role_default, 6)
+    return head + BEGIN + "".join(line + "\n" for line in lines) + END + tail
+
+
 def made() -> dict[Path, str]:
     """Each file of the collection this makes -> its text."""
     return {ROOT / "plugins" / "doc_fragments" / "latency.py": doc_fragment(),
-            ROOT / "plugins" / "module_utils" / "latency_options.py": module_utils()}
+            ROOT / "plugins" / "module_utils" / "latency_options.py": module_utils(),
+            ROLE_SPEC: role_spec(ROLE_SPEC.read_text())}
 
 
 def differing() -> list[Path]:
