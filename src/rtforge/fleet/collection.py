@@ -103,7 +103,7 @@ def module_utils() -> str:
             "FROM_VARS = " + _dict([(o.name, o.variable) for o in opts]) +
             "\n# option -> the flag of rtforge latency it is passed with (a bool: the flag alone, when true)\n"
             "FLAGS = " + _dict([(o.name, o.flag) for o in opts if o.command]) +
-            "\n# rtforge's own defaults, for how long a run should take\n"
+            "\n# rtforge's own defaults (the module's deadline counts with duration and interval_us)\n"
             "DEFAULTS = " + _dict([(o.name, o.default) for o in opts if o.command and o.type != "bool"
                                    and o.default is not None]) +
             f"SETTLE_WITH_LOADS_S = {DEFAULT_SETTLE_S!r}   # settle_s when loads run and it is not given\n")

@@ -60,7 +60,7 @@ FLAGS = {
     'install': '--install',
 }
 
-# rtforge's own defaults, for how long a run should take
+# rtforge's own defaults (the module's deadline counts with duration and interval_us)
 DEFAULTS = {
     'duration': '60s',
     'interval_us': 200,
