@@ -272,3 +272,20 @@ def test_an_ini_inventorys_strings_are_read_as_the_tasks_own_templates_would_and
     assert len(calls) == 2, p.stdout + p.stderr
     assert calls[0].split()[:2] == ["doctor", "pi-01"] and "--isolate 3" in calls[0]   # the INI list ran
     assert calls[1].split()[:2] == ["doctor", "pi-02"] and "--isolate" not in calls[1]  # not pi-01's variable
+
+
+def test_rtforge_fleet_leaves_ansibles_second_check_of_the_variables_out(tmp_path, capsys):
+    """rtforge fleet has checked every board's variables itself: the roles' argument validation (a task per
+    board and role) is skipped (--skip-tags always), and the play still runs each board's task."""
+    inv = tmp_path / "lab.ini"
+    inv.write_text(nowhere(1))
+    code, out, err = cli(capsys, "fleet", "fetch", str(inv), "--results-dir", str(tmp_path / "r"))
+    assert code == 1, out + err                                                     # the board is unreachable
+    (record,) = (tmp_path / "r" / "fleet").iterdir()
+    actions = {json.loads(ln).get("action") for ln in (record / "events.jsonl").read_text().splitlines()}
+    assert "rtforge.rtforge.fetch" in actions and "ansible.builtin.validate_argument_spec" not in actions
+    # and no task of the collection's own is tagged always, which the skip would drop too
+    from rtforge.fleet.playbook import COLLECTIONS
+
+    plays = (COLLECTIONS / "ansible_collections/rtforge/rtforge").glob("[rp]*/**/*.yml")
+    assert not [p for p in plays if "always" in p.read_text() and "argument_specs" not in p.name]

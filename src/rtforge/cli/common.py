@@ -16,6 +16,7 @@ from rich.progress import Progress as Bar
 
 from ..errors import UserError
 from ..measure import lifecycle
+from ..measure.options import OPTIONS
 from ..results.display import clean
 from ..results.model import MAX_LABEL, RunResult
 from ..results.stats import show_dict
@@ -32,6 +33,17 @@ HOST_REQUIRED = "the board, over SSH: USER@HOST, HOST or a Host alias of your ss
 RUN_HELP = "a run: its id, a unique prefix of one, its label, or 'last'"
 # seconds between progress polls (tests poll faster); checked like every number
 POLL = typer.Option(None, "--poll-s", hidden=True, help="seconds between progress polls")
+
+
+def latency_option(name: str, *, fleet: bool = False):
+    """A latency option as `rtforge latency` (fleet: `rtforge fleet latency`) takes it, from its one declaration
+    (data/latency_options.toml).  Unset is None (a flag: False): rtforge's own default is applied when the
+    run is checked, and the fleet leaves a board's variable in charge."""
+    o = OPTIONS[name]
+    flags = [o.flag, *([o.short] if o.short else [])]
+    if o.type == "bool":
+        return typer.Option(False, *flags, help=o.help_text(fleet=fleet))
+    return typer.Option(None, *flags, metavar=o.value_name, help=o.help_text(fleet=fleet))
 
 
 def settled_store(results_dir: Path | None) -> Store:

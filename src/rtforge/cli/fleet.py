@@ -29,9 +29,10 @@ from ..errors import UserError
 from ..fleet import drive, inventory
 from ..fleet.playbook import Interrupted
 from ..fleet.status import NOT_REACHED, WORDS, Live, exit_status, result_json
+from ..measure.options import OPTIONS
 from ..results.store import Store
 from . import forkserver
-from .common import RESULTS_DIR, err_console
+from .common import RESULTS_DIR, err_console, latency_option
 from .render import Col, cell, fitted, make_console, shown, us
 
 app = typer.Typer()  # this module's commands (cli/__init__.py's LazyGroup loads them)
@@ -60,30 +61,24 @@ def _load(source: str, limit: str | None) -> inventory.Inventory:
 @fleet_app.command("latency")
 def fleet_latency(
     source: str = INVENTORY,
-    duration: str | None = typer.Option(None, "--duration", "-D", metavar="DURATION",
-                                           help="how long each board measures (default 60s; rtforge_duration)"),
-    loops: str | None = typer.Option(None, "--loops", "-l", metavar="INTEGER", help="wake-ups per CPU instead"),
-    interval_us: str | None = typer.Option(None, "--interval-us", "-i", metavar="INTEGER",
-                                              help="wake-up period in µs (default 200)"),
-    priority: str | None = typer.Option(None, "--priority", "-p", metavar="INTEGER", help="1-99 (default 90)"),
-    policy: str | None = typer.Option(None, "--policy", metavar="fifo|rr", help="fifo (default) or rr"),
-    cpus: str | None = typer.Option(None, "--cpus", "-c", metavar="CPUS", help="CPUs to measure (default all; "
-                                       "rtforge_cpus per board)"),
-    load: str | None = typer.Option(None, "--load", "-L", metavar="LOADS", help="comma-separated loads "
-                                       "(cpu, io, vm, net, hackbench, zero)"),
-    engine: str | None = typer.Option(None, "--engine", "-e", metavar="probe|cyclictest", help="default probe"),
-    phase: str | None = typer.Option(None, "--phase", metavar="together|spread", help="probe: default together"),
-    spike_us: str | None = typer.Option(None, "--spike-us", metavar="INTEGER", help="log wake-ups later than this"),
-    histogram_us: str | None = typer.Option(None, "--histogram-us", metavar="INTEGER",
-                                               help="cyclictest histogram range"),
-    settle_s: str | None = typer.Option(None, "--settle-s", metavar="SECONDS", help="loads' start before measuring"),
-    trace: bool = typer.Option(False, "--trace", help="also record why spikes were late (rtla timerlat)"),
-    install: bool = typer.Option(False, "--install", help="install missing tools on the boards with apt-get"),
+    # the options of a run: each from its one declaration (data/latency_options.toml)
+    duration: str | None = latency_option("duration", fleet=True),
+    loops: str | None = latency_option("loops", fleet=True),
+    interval_us: str | None = latency_option("interval_us", fleet=True),
+    priority: str | None = latency_option("priority", fleet=True),
+    policy: str | None = latency_option("policy", fleet=True),
+    cpus: str | None = latency_option("cpus", fleet=True),
+    load: str | None = latency_option("load", fleet=True),
+    engine: str | None = latency_option("engine", fleet=True),
+    phase: str | None = latency_option("phase", fleet=True),
+    spike_us: str | None = latency_option("spike_us", fleet=True),
+    histogram_us: str | None = latency_option("histogram_us", fleet=True),
+    settle_s: str | None = latency_option("settle_s", fleet=True),
+    trace: bool = latency_option("trace", fleet=True),
+    install: bool = latency_option("install", fleet=True),
     label: str | None = typer.Option(None, "--label", help="added to each run's label, after the board's "
                                         "inventory name: 'pi-07 RT 6.12'"),
-    patience: str | None = typer.Option(None, "--patience", metavar="DURATION", help="how long beyond a run's "
-                                           "own length to wait for a board (its start, a drop): default 5m; then "
-                                           "its run goes on there alone"),
+    patience: str | None = latency_option("patience", fleet=True),
     limit: str | None = LIMIT, forks: int | None = FORKS, retries: int | None = RETRIES, new: bool = NEW,
     results_dir: Path | None = RESULTS_DIR, as_json: bool = FJSON,
 ) -> int:
@@ -93,10 +88,7 @@ def fleet_latency(
     Run again, it resumes: what finished is collected, nothing stored is measured again."""
     if label is not None and not label.strip():
         raise UserError("--label is empty: leave it out, or give the words to add to each run's label")
-    given = {"duration": duration, "loops": loops, "interval_us": interval_us, "priority": priority,
-             "policy": policy, "cpus": cpus, "load": load, "engine": engine, "phase": phase, "spike_us": spike_us,
-             "histogram_us": histogram_us, "settle_s": settle_s, "trace": trace, "install": install,
-             "patience": patience}
+    given = {name: value for name, value in locals().items() if name in OPTIONS}   # the declared options
     _check_counts(forks, retries)
     store = Store(results_dir)
     inv = _load(source, limit)

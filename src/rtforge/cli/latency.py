@@ -21,8 +21,9 @@ from ..device import board_host, open_transport
 from ..errors import UserError
 from ..measure import session
 from ..measure.launch import start_run
-from ..measure.loads import load_profiles, parse_loads
-from ..measure.spec import PHASES, LatencySpec, available_cpus, parse_cpu_list, parse_duration, parse_int, parse_number
+from ..measure.loads import parse_loads
+from ..measure.options import OPTIONS
+from ..measure.spec import LatencySpec, available_cpus, parse_cpu_list, parse_duration, parse_int, parse_number
 from ..results.store import Store
 from .common import (
     HOST_OPTIONAL,
@@ -34,14 +35,12 @@ from .common import (
     check_label,
     err_console,
     hint,
+    latency_option,
     show_run,
 )
 from .render import make_console
 
 app = typer.Typer()  # this module's commands (cli/__init__.py's LazyGroup loads them)
-
-
-LOAD_HELP = "comma-separated loads: " + ", ".join(load_profiles())
 
 
 def parse_poll(text: str | None) -> float | None:
@@ -51,20 +50,26 @@ def parse_poll(text: str | None) -> float | None:
 def parse_spec(*, duration, loops, interval_us, priority, policy, cpus, load, label, engine, spike_us, histogram_us,
                phase, settle_s, local: bool, trace: bool = False) -> LatencySpec:
     """Every option checked, against the bounds both engines accept, before
-    anything connects, starts or is stored."""
+    anything connects, starts or is stored.  An option not given (None) is
+    its declared default (data/latency_options.toml)."""
     if duration is not None and loops is not None:
         raise UserError("give --duration or --loops, not both")
+
+    def given(name: str, value: str | None) -> str:
+        return value if value is not None else str(OPTIONS[name].default)
+
     return LatencySpec(
-        duration_s=None if loops is not None else parse_duration(duration if duration is not None else "60s"),
+        duration_s=None if loops is not None else parse_duration(given("duration", duration)),
         loops=parse_int("--loops", loops, "loops") if loops is not None else None,
-        interval_us=parse_int("--interval-us", interval_us, "interval_us"),
-        priority=parse_int("--priority", priority, "priority"), policy=policy.strip().lower(),
+        interval_us=parse_int("--interval-us", given("interval_us", interval_us), "interval_us"),
+        priority=parse_int("--priority", given("priority", priority), "priority"),
+        policy=given("policy", policy).strip().lower(),
         cpus=(parse_cpu_list(cpus, available_cpus()) if local else parse_cpu_list(cpus)) if cpus is not None else None,
         loads=parse_loads(load), label=check_label(label) or None if label is not None else None,
-        engine=engine.strip().lower(),
+        engine=given("engine", engine).strip().lower(),
         spike_us=parse_number("--spike-us", spike_us, "spike_us") if spike_us is not None else None,
         histogram_us=parse_int("--histogram-us", histogram_us, "histogram_us") if histogram_us is not None else None,
-        phase=phase.strip().lower(),
+        phase=given("phase", phase).strip().lower(),
         settle_s=parse_number("--settle-s", settle_s, "settle_s") if settle_s is not None else None,
         trace=trace,
     )
@@ -86,40 +91,26 @@ def _notice(live: LiveLine, host: str):
 @app.command()
 def latency(
     host: str | None = typer.Argument(None, help=HOST_OPTIONAL),
-    duration: str | None = typer.Option(None, "--duration", "-D", metavar="DURATION",
-                                           help="how long: 90s, 10m, 2h, 1h30m, "
-                                           "up to 100d (default 60s)"),
-    loops: str | None = typer.Option(None, "--loops", "-l", metavar="INTEGER",
-                                        help="stop after this many wake-ups per CPU instead"),
-    interval_us: str = typer.Option("200", "--interval-us", "-i", metavar="INTEGER",
-                                    help="wake-up period in µs (10-10000000)"),
-    priority: str = typer.Option("90", "--priority", "-p", metavar="INTEGER",
-                                 help="SCHED_FIFO priority of the measuring threads (1-99)"),
-    policy: str = typer.Option("fifo", "--policy", metavar="fifo|rr", help="fifo or rr"),
-    cpus: str | None = typer.Option(None, "--cpus", "-c", metavar="CPUS",
-                                       help="CPUs to measure, e.g. 0-3,6 (default: all)"),
-    load: str | None = typer.Option(None, "--load", "-L", metavar="LOADS", help=LOAD_HELP),
+    # the options of a run: each from its one declaration (data/latency_options.toml)
+    duration: str | None = latency_option("duration"),
+    loops: str | None = latency_option("loops"),
+    interval_us: str | None = latency_option("interval_us"),
+    priority: str | None = latency_option("priority"),
+    policy: str | None = latency_option("policy"),
+    cpus: str | None = latency_option("cpus"),
+    load: str | None = latency_option("load"),
     label: str | None = typer.Option(None, "--label", help="a name for this run, e.g. 'stock kernel'"),
-    engine: str = typer.Option("probe", "--engine", "-e", metavar="probe|cyclictest",
-                               help="probe (default) or cyclictest"),
-    phase: str = typer.Option("together", "--phase", metavar="together|spread",
-                              help=f"probe: {' or '.join(PHASES)} -- CPUs woken nearly "
-                              "together as cyclictest's threads are (default), or spread evenly over the period"),
-    spike_us: str | None = typer.Option(None, "--spike-us", metavar="INTEGER", help="log wake-ups later than this "
-                                           "(default: half the interval)"),
-    histogram_us: str | None = typer.Option(None, "--histogram-us", metavar="INTEGER",
-                                               help="cyclictest histogram range, up to "
-                                               "1000000 (default: 10 intervals, at least 1000)"),
-    settle_s: str | None = typer.Option(None, "--settle-s", metavar="SECONDS",
-                                           help="seconds the loads get to start before "
-                                           "measuring (default 3 with loads)"),
-    trace: bool = typer.Option(False, "--trace", help="also record why spikes were late: rtla timerlat's "
-                               "auto-analysis at the spike threshold (needs CONFIG_TIMERLAT_TRACER and rtla)"),
+    engine: str | None = latency_option("engine"),
+    phase: str | None = latency_option("phase"),
+    spike_us: str | None = latency_option("spike_us"),
+    histogram_us: str | None = latency_option("histogram_us"),
+    settle_s: str | None = latency_option("settle_s"),
+    trace: bool = latency_option("trace"),
     results_dir: Path | None = RESULTS_DIR,
     as_json: bool = JSON,
     detach: bool = typer.Option(False, "--detach", help="start the run and return at once (prints its id)"),
     stop: str | None = typer.Option(None, "--stop", metavar="RUN", help="end that run cleanly and store it"),
-    install: bool = typer.Option(False, "--install", help="HOST: install missing tools with apt-get (sudo)"),
+    install: bool = latency_option("install"),
     ssh_config: Path | None = SSH_CONFIG,
     poll_s: str | None = POLL,
 ) -> int:

@@ -17,20 +17,13 @@ from typing import Any
 from ..errors import UserError
 from ..kernel.boards import get_board
 from ..measure.loads import parse_loads
+from ..measure.options import OPTIONS
 from ..measure.spec import LatencySpec, parse_cpu_list, parse_duration, parse_int, parse_number
 from ..report.verdict import parse_cycle_time
 from ..units import parse_span_s, shown
 
-# latency option -> (inventory variable, command-line flag)
-LATENCY = {
-    "duration": ("rtforge_duration", "--duration"), "loops": ("rtforge_loops", "--loops"),
-    "interval_us": ("rtforge_interval_us", "--interval-us"), "priority": ("rtforge_priority", "--priority"),
-    "policy": ("rtforge_policy", "--policy"), "cpus": ("rtforge_cpus", "--cpus"), "load": ("rtforge_load", "--load"),
-    "engine": ("rtforge_engine", "--engine"), "phase": ("rtforge_phase", "--phase"),
-    "spike_us": ("rtforge_spike_us", "--spike-us"), "histogram_us": ("rtforge_histogram_us", "--histogram-us"),
-    "settle_s": ("rtforge_settle_s", "--settle-s"), "trace": ("rtforge_trace", "--trace"),
-    "install": ("rtforge_install", "--install"), "patience": ("rtforge_patience", "--patience"),
-}
+# latency option -> (inventory variable, command-line flag), from their one declaration (data/latency_options.toml)
+LATENCY = {o.name: (o.variable, o.flag) for o in OPTIONS.values()}
 # read by rtforge fleet itself (the report, the deploy's checks)
 CYCLE_TIME, BOARD, BUNDLE, RETRIES = "rtforge_cycle_time", "rtforge_board", "rtforge_bundle", "rtforge_retries"
 
@@ -80,32 +73,28 @@ def check_latency(host: str, settings: dict[str, tuple[Any, str]]) -> LatencySpe
         if "duration" in settings and "loops" in settings:
             raise UserError(f"{host}: {settings['duration'][1]} and {settings['loops'][1]} are both set: keep one")
         current = "duration"
-        duration = parse_duration(val("duration")) if val("duration") is not None else 60
+        duration = parse_duration(val("duration") if val("duration") is not None else str(OPTIONS["duration"].default))
         spec = LatencySpec(duration_s=None if "loops" in settings else duration)
-        for key, name in (("loops", "loops"), ("interval_us", "interval_us"), ("priority", "priority"),
-                          ("histogram_us", "histogram_us")):
-            current = key
-            if val(key) is not None:
-                setattr(spec, key, parse_int(where(key), val(key), name))
-        for key in ("spike_us", "settle_s"):
-            current = key
-            if val(key) is not None:
-                setattr(spec, key, parse_number(where(key), val(key), key))
-        for key in ("policy", "engine", "phase"):
-            current = key
-            if val(key) is not None:
-                setattr(spec, key, val(key).strip().lower())
+        # each number, word and flag read by its declared type; the options of their own kind after
+        for o in OPTIONS.values():
+            current = o.name
+            if o.name not in settings:
+                continue
+            if o.type == "int":
+                setattr(spec, o.name, parse_int(where(o.name), val(o.name), o.name))
+            elif o.type == "float":
+                setattr(spec, o.name, parse_number(where(o.name), val(o.name), o.name))
+            elif o.type == "bool":
+                value = truth(settings[o.name][0], where(o.name))
+                if hasattr(spec, o.name):   # --install is how to start, not what to measure
+                    setattr(spec, o.name, value)
+            elif o.choices:
+                setattr(spec, o.name, val(o.name).strip().lower())
         current = "cpus"
         if val("cpus") is not None:
             spec.cpus = parse_cpu_list(val("cpus"))
         current = "load"
         spec.loads = parse_loads(val("load")) if val("load") is not None else []
-        for key in ("trace", "install"):
-            current = key
-            if key in settings:
-                value = truth(settings[key][0], where(key))
-                if key == "trace":
-                    spec.trace = value
         current = "patience"
         if val("patience") is not None and parse_span_s(val("patience"), where("patience"), "90s or 5m") < 1:
             raise UserError(f"{where('patience')} is shorter than a second")

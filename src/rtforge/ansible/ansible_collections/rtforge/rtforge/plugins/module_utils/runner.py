@@ -44,6 +44,12 @@ FIRST_CONTACT = ("(during reading the board's facts)", "(during reading the targ
                  "(during listing the runs on the target)")
 STOP_GRACE_S = 90.0     # rtforge lets go of a run within seconds; cleaning up a refused start takes a connect timeout
 
+# The options of every module that runs rtforge for one board, and the host variables that fill those a task
+# leaves out (plugin_utils/oncontroller.py); doc_fragments/command.py documents them.
+BOARD_SPEC = dict(host=dict(type="str", required=True), ssh_config=dict(type="path"),
+                  rtforge=dict(type="list", elements="str", default=["rtforge"]))
+BOARD_VARS = dict(ssh_config="rtforge_ssh_config", rtforge="rtforge_command")
+
 
 def span_s(text):
     """'90s', '10m', '1h30m', '1.5h', '2d' -> seconds; None for anything else

@@ -4,6 +4,7 @@
 DOCUMENTATION = r"""
 module: deploy
 short_description: Install a kernel on a board with rtforge, tried once, kept only if it proves itself
+author: rtforge maintainers
 description:
   - Runs C(rtforge deploy HOST BUNDLE) on the controller
     (its action plugin runs it there, whatever the host's connection). rtforge installs the kernel
@@ -15,34 +16,74 @@ description:
     leaves out is that host's variable named for it when defined (inventory, group_vars, a role's defaults),
     C(rtforge_<option>), or C(rtforge_command) for I(rtforge), C(rtforge_deploy_timeout) for I(timeout).
     C(module_defaults) for the module count as given.
+extends_documentation_fragment: [rtforge.rtforge.command]
 options:
-  host: {description: the board's Host alias in I(ssh_config), required: true, type: str}
-  ssh_config: {description: ssh config file rtforge connects with, type: path}
-  rtforge: {description: the rtforge command, as a list, type: list, elements: str, default: [rtforge]}
-  bundle: {description: a bundle from rtforge kernel build, or a linux-image .deb for a GRUB board, type: path}
-  official: {description: "install Raspberry Pi's own RT kernel package instead", type: bool, default: false}
-  no_try: {description: firmware without tryboot (no automatic way back), type: bool, default: false}
-  timeout: {description: how long to wait for the board to come back, e.g. 5m, type: str, default: 5m}
+  bundle:
+    description:
+      - A bundle from C(rtforge kernel build), or a linux-image .deb for a GRUB board.
+      - Left out, the host's C(rtforge_bundle).
+    type: path
+  official:
+    description:
+      - Install Raspberry Pi's own RT kernel package instead of a bundle.
+    type: bool
+    default: false
+  no_try:
+    description:
+      - The board's firmware has no tryboot; the kernel is installed with no automatic way back.
+    type: bool
+    default: false
+  timeout:
+    description:
+      - How long to wait for the board to come back after each reboot, a duration such as C(90s) or C(5m).
+      - Left out, the host's C(rtforge_deploy_timeout).
+    type: str
+    default: 5m
+"""
+
+EXAMPLES = r"""
+- name: Install a kernel bundle on the board, a few boards at a time
+  rtforge.rtforge.deploy:
+    host: "{{ inventory_hostname }}"
+    bundle: dist/6.12.0-rt5-rtforge-pi4-64
+    timeout: 10m
+  register: deployed
+  failed_when: deployed.outcome not in ['ok', 'unreachable']
+
+- name: Raspberry Pi's own RT kernel package instead
+  rtforge.rtforge.deploy:
+    host: "{{ inventory_hostname }}"
+    official: true
 """
 
 RETURN = r"""
-outcome: {description: "ok, fell back, unreachable, refused, interrupted or failed", type: str, returned: always}
-message: {description: "rtforge's last word: what the board boots now", type: str, returned: always}
-steps: {description: the steps rtforge went through, type: list, returned: always}
+outcome:
+  description: What the board came to, one of C(ok), C(fell back), C(unreachable), C(refused), C(interrupted),
+    C(failed).
+  type: str
+  returned: always
+message:
+  description: rtforge's last word, which says what the board boots now.
+  type: str
+  returned: always
+steps:
+  description: The steps rtforge went through.
+  type: list
+  elements: str
+  returned: always
 """
 
 from ansible_collections.rtforge.rtforge.plugins.module_utils import runner  # noqa: E402
 
 
 ARGUMENT_SPEC = dict(
-    host=dict(type="str", required=True), ssh_config=dict(type="path"),
-    rtforge=dict(type="list", elements="str", default=["rtforge"]), bundle=dict(type="path"),
+    runner.BOARD_SPEC, bundle=dict(type="path"),
     official=dict(type="bool", default=False), no_try=dict(type="bool", default=False),
     timeout=dict(type="str", default="5m"))
 
 # The options a task leaves out: the host's variables of these names (plugin_utils/oncontroller.py says why).
 FROM_VARS = dict(
-    ssh_config="rtforge_ssh_config", rtforge="rtforge_command", bundle="rtforge_bundle",
+    runner.BOARD_VARS, bundle="rtforge_bundle",
     official="rtforge_official", no_try="rtforge_no_try", timeout="rtforge_deploy_timeout")
 
 

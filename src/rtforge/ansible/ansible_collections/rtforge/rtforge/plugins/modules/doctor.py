@@ -4,6 +4,7 @@
 DOCUMENTATION = r"""
 module: doctor
 short_description: What hurts latency on a board, with rtforge doctor
+author: rtforge maintainers
 description:
   - Runs C(rtforge doctor HOST --json) on the controller
     (its action plugin runs it there, whatever the host's connection) and returns its report.
@@ -13,18 +14,45 @@ description:
     leaves out is that host's variable named for it when defined (inventory, group_vars, a role's defaults),
     C(rtforge_<option>), or C(rtforge_command) for I(rtforge).
     C(module_defaults) for the module count as given.
+extends_documentation_fragment: [rtforge.rtforge.command]
 options:
-  host: {description: the board's Host alias in I(ssh_config), required: true, type: str}
-  ssh_config: {description: ssh config file rtforge connects with, type: path}
-  rtforge: {description: the rtforge command, as a list, type: list, elements: str, default: [rtforge]}
-  window_s: {description: seconds over which threads' CPU use is measured, type: float}
-  isolate: {description: CPUs meant for RT work, type: str}
+  window_s:
+    description:
+      - Seconds over which the threads' CPU use is measured.
+      - Left out, the host's C(rtforge_window_s).
+    type: float
+  isolate:
+    description:
+      - The CPUs meant for real-time work, such as C(3) or C(2-3).
+      - Left out, the host's C(rtforge_isolate).
+    type: str
+"""
+
+EXAMPLES = r"""
+- name: What hurts latency on the board, for CPU 3 kept for real-time work
+  rtforge.rtforge.doctor:
+    host: "{{ inventory_hostname }}"
+    isolate: "3"
+  register: doctor
+
+- name: Say how many findings block real-time use
+  ansible.builtin.debug:
+    msg: "{{ doctor.counts['blocks-rt'] | default(0) }} findings block RT"
 """
 
 RETURN = r"""
-outcome: {description: "ok, unreachable, refused, interrupted or failed", type: str, returned: always}
-counts: {description: findings per severity (blocks-rt, costs-latency, note), type: dict, returned: on success}
-report: {description: "rtforge doctor's --json report", type: dict, returned: on success}
+outcome:
+  description: What the board came to, one of C(ok), C(unreachable), C(refused), C(interrupted), C(failed).
+  type: str
+  returned: always
+counts:
+  description: The number of findings per severity (C(blocks-rt), C(costs-latency), C(note)).
+  type: dict
+  returned: on success
+report:
+  description: The report of C(rtforge doctor --json).
+  type: dict
+  returned: on success
 """
 
 from ansible_collections.rtforge.rtforge.plugins.module_utils import runner  # noqa: E402
@@ -32,15 +60,10 @@ from ansible_collections.rtforge.rtforge.plugins.module_utils import runner  # n
 DEADLINE_S = 600.0   # doctor reads a board for seconds; a board that hangs it must not hold the play for ever
 
 
-ARGUMENT_SPEC = dict(
-    host=dict(type="str", required=True), ssh_config=dict(type="path"),
-    rtforge=dict(type="list", elements="str", default=["rtforge"]), window_s=dict(type="float"),
-    isolate=dict(type="str"))
+ARGUMENT_SPEC = dict(runner.BOARD_SPEC, window_s=dict(type="float"), isolate=dict(type="str"))
 
 # The options a task leaves out: the host's variables of these names (plugin_utils/oncontroller.py says why).
-FROM_VARS = dict(
-    ssh_config="rtforge_ssh_config", rtforge="rtforge_command", window_s="rtforge_window_s",
-    isolate="rtforge_isolate")
+FROM_VARS = dict(runner.BOARD_VARS, window_s="rtforge_window_s", isolate="rtforge_isolate")
 
 
 def main():

@@ -4,6 +4,7 @@
 DOCUMENTATION = r"""
 module: fetch
 short_description: Bring the runs that ended on a board into the controller's run store
+author: rtforge maintainers
 description:
   - Runs C(rtforge fetch HOST --json) on the controller
     (its action plugin runs it there, whatever the host's connection). Every finished or partial run
@@ -13,17 +14,33 @@ description:
     leaves out is that host's variable named for it when defined (inventory, group_vars, a role's defaults),
     C(rtforge_<option>), or C(rtforge_command) for I(rtforge).
     C(module_defaults) for the module count as given.
-options:
-  host: {description: the board's Host alias in I(ssh_config), required: true, type: str}
-  ssh_config: {description: ssh config file rtforge connects with, type: path}
-  rtforge: {description: the rtforge command, as a list, type: list, elements: str, default: [rtforge]}
-  results_dir: {description: the run store (default rtforge's own), type: path}
+extends_documentation_fragment: [rtforge.rtforge.command, rtforge.rtforge.command.results_dir]
+options: {}
+"""
+
+EXAMPLES = r"""
+- name: Bring the board's finished runs into a store of the lab's own
+  rtforge.rtforge.fetch:
+    host: "{{ inventory_hostname }}"
+    results_dir: /srv/rtforge/runs
+  register: fetched
 """
 
 RETURN = r"""
-outcome: {description: "ok, unreachable, refused, interrupted or failed", type: str, returned: always}
-runs: {description: the fetched runs' figures, type: list, returned: on success}
-running: {description: ids of runs still measuring on the board, type: list, returned: on success}
+outcome:
+  description: What the board came to, one of C(ok), C(unreachable), C(refused), C(interrupted), C(failed).
+  type: str
+  returned: always
+runs:
+  description: The figures of each run fetched.
+  type: list
+  elements: dict
+  returned: on success
+running:
+  description: The ids of the runs still measuring on the board.
+  type: list
+  elements: str
+  returned: on success
 """
 
 from ansible_collections.rtforge.rtforge.plugins.module_utils import runner  # noqa: E402
@@ -31,13 +48,10 @@ from ansible_collections.rtforge.rtforge.plugins.module_utils import runner  # n
 DEADLINE_S = 3600.0   # a fetch copies files of any size; only a board that hangs is cut
 
 
-ARGUMENT_SPEC = dict(
-    host=dict(type="str", required=True), ssh_config=dict(type="path"),
-    rtforge=dict(type="list", elements="str", default=["rtforge"]), results_dir=dict(type="path"))
+ARGUMENT_SPEC = dict(runner.BOARD_SPEC, results_dir=dict(type="path"))
 
 # The options a task leaves out: the host's variables of these names (plugin_utils/oncontroller.py says why).
-FROM_VARS = dict(
-    ssh_config="rtforge_ssh_config", rtforge="rtforge_command", results_dir="rtforge_results_dir")
+FROM_VARS = dict(runner.BOARD_VARS, results_dir="rtforge_results_dir")
 
 
 def main():

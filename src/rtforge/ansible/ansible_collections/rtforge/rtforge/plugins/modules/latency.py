@@ -4,6 +4,7 @@
 DOCUMENTATION = r"""
 module: latency
 short_description: Measure a board's wake-up latency with rtforge and store the run
+author: rtforge maintainers
 description:
   - Runs C(rtforge latency HOST --json) on the controller
     (its action plugin runs it there, whatever the host's connection); rtforge reaches the board
@@ -16,61 +17,84 @@ description:
     leaves out is that host's variable named for it when defined (inventory, group_vars, a role's defaults),
     C(rtforge_<option>), or C(rtforge_command) for I(rtforge) (not I(run) or I(resume)).
     C(module_defaults) for the module count as given.
+extends_documentation_fragment:
+  - rtforge.rtforge.command
+  - rtforge.rtforge.command.results_dir
+  # the options of rtforge latency, made from rtforge's one declaration of them (data/latency_options.toml)
+  - rtforge.rtforge.latency
 options:
-  host: {description: the board's Host alias in I(ssh_config) (the inventory name), required: true, type: str}
-  ssh_config: {description: ssh config file rtforge connects with, type: path}
-  rtforge: {description: the rtforge command, as a list, type: list, elements: str, default: [rtforge]}
-  results_dir: {description: the run store (default rtforge's own), type: path}
-  label: {description: the run's label, type: str}
-  duration: {description: e.g. 10m, 2h, type: str}
-  loops: {description: wake-ups per CPU instead of a duration, type: int}
-  interval_us: {description: wake-up period in µs, type: int}
-  priority: {type: int, description: SCHED_FIFO priority}
-  policy: {type: str, description: fifo or rr}
-  cpus: {type: str, description: CPUs to measure, e.g. 0-3}
-  load: {type: str, description: comma-separated loads (cpu, io, vm, net, hackbench, zero)}
-  engine: {type: str, description: probe or cyclictest}
-  phase: {type: str, description: together or spread}
-  spike_us: {type: int, description: log wake-ups later than this}
-  histogram_us: {type: int, description: cyclictest's histogram range}
-  settle_s: {type: float, description: seconds the loads run before measuring}
-  trace: {type: bool, default: false, description: also run rtla timerlat's analysis}
-  install: {type: bool, default: false, description: install missing tools on the board with apt-get}
-  patience:
+  label:
+    description:
+      - The run's label.
+      - Left out of a task, the host's C(rtforge_label).
     type: str
-    default: 5m
-    description: how long beyond the run's own length (its start included) a board is waited for; then its run
-      goes on there alone
-  run: {type: str, description: a run of this board to collect (attach) instead of measuring}
-  resume: {type: bool, default: false, description: first collect a run of this label started after I(since)}
-  since: {type: str, description: ISO 8601 UTC time; with I(resume), only runs started after it are this one's}
+  run:
+    description:
+      - A run of this board to collect (attach) instead of measuring.
+    type: str
+  resume:
+    description:
+      - First collect a run of this label started after I(since).
+    type: bool
+    default: false
+  since:
+    description:
+      - An ISO 8601 UTC time; with I(resume), only the runs started after it are this one's.
+      - Left out of a task, the host's C(rtforge_since).
+    type: str
+"""
+
+EXAMPLES = r"""
+- name: Measure each board for ten minutes under CPU and disk load
+  rtforge.rtforge.latency:
+    host: "{{ inventory_hostname }}"
+    duration: 10m
+    load: cpu,io
+    label: "{{ inventory_hostname }} nightly"
+  register: measured
+
+- name: Say each board's worst wake-up
+  ansible.builtin.debug:
+    msg: "{{ inventory_hostname }}: {{ measured.summary.max_ns }} ns at worst (run {{ measured.run_id }})"
+  when: measured.outcome == 'ok'
 """
 
 RETURN = r"""
-outcome: {description: "ok, unreachable, lost, busy, refused, interrupted or failed", type: str, returned: always}
-run_id: {description: the stored run (ok) or the run that goes on on the board (lost), type: str, returned: when known}
-how: {description: "measured, attached or fetched", type: str, returned: on success}
-summary: {description: the run's figures (max_ns, p99_ns, state, partial, kernel_release, preempt_model), type: dict}
+outcome:
+  description: What the board came to, one of C(ok), C(unreachable), C(lost), C(busy), C(refused), C(interrupted),
+    C(failed).
+  type: str
+  returned: always
+run_id:
+  description: The stored run (C(ok)) or the run that goes on on the board (C(lost)).
+  type: str
+  returned: when known
+how:
+  description: How the run was had, C(measured), C(attached) or C(fetched).
+  type: str
+  returned: on success
+summary:
+  description: The run's figures (C(max_ns), C(p99_ns), C(state), C(partial), C(kernel_release), C(preempt_model)).
+  type: dict
+  returned: on success
 """
 
-from ansible_collections.rtforge.rtforge.plugins.module_utils import runner  # noqa: E402
+from ansible_collections.rtforge.rtforge.plugins.module_utils import latency_options, runner  # noqa: E402
 
-OPTIONS = (("duration", "--duration"), ("loops", "--loops"), ("interval_us", "--interval-us"),
-           ("priority", "--priority"), ("policy", "--policy"), ("cpus", "--cpus"), ("load", "--load"),
-           ("engine", "--engine"), ("phase", "--phase"), ("spike_us", "--spike-us"),
-           ("histogram_us", "--histogram-us"), ("settle_s", "--settle-s"))
 FETCH_DEADLINE_S = 600.0    # a fetch copies a finished run; only a board that hangs takes longer
 INSTALL_ALLOWANCE_S = 1800.0  # --install: apt-get on the board before the run starts
 
 
 def expected_s(p):
     """How long the run should measure, from the options as given (None: unknown)."""
+    default = latency_options.DEFAULTS
     if p["loops"]:
-        return p["loops"] * (p["interval_us"] or 200) / 1e6
-    d = runner.span_s(p["duration"] or "60s")
+        return p["loops"] * (p["interval_us"] or default["interval_us"]) / 1e6
+    d = runner.span_s(p["duration"] or default["duration"])
     if d is None:
         return None
-    settle = p["settle_s"] if p["settle_s"] is not None else (3.0 if p["load"] else 0.0)
+    settle = p["settle_s"] if p["settle_s"] is not None else (
+        float(latency_options.SETTLE_WITH_LOADS_S) if p["load"] else 0.0)
     return d + settle
 
 
@@ -78,11 +102,11 @@ def measure_argv(p):
     argv = runner.base_argv(p, "latency", p["host"]) + ["--json"]
     if p["label"]:
         argv += ["--label", p["label"]]
-    for key, flag in OPTIONS:
-        if p[key] is not None and p[key] != "":
+    for key, flag in latency_options.FLAGS.items():
+        if p[key] is True:
+            argv.append(flag)
+        elif p[key] is not None and p[key] is not False and p[key] != "":
             argv += [flag, str(p[key])]
-    argv += ["--trace"] if p["trace"] else []
-    argv += ["--install"] if p["install"] else []
     return argv
 
 
@@ -93,24 +117,12 @@ def ours(shown, p):
 
 
 ARGUMENT_SPEC = dict(
-    host=dict(type="str", required=True), ssh_config=dict(type="path"),
-    rtforge=dict(type="list", elements="str", default=["rtforge"]), results_dir=dict(type="path"),
-    label=dict(type="str"), duration=dict(type="str"), loops=dict(type="int"),
-    interval_us=dict(type="int"), priority=dict(type="int"), policy=dict(type="str"),
-    cpus=dict(type="str"), load=dict(type="str"), engine=dict(type="str"), phase=dict(type="str"),
-    spike_us=dict(type="int"), histogram_us=dict(type="int"), settle_s=dict(type="float"),
-    trace=dict(type="bool", default=False), install=dict(type="bool", default=False),
-    patience=dict(type="str", default="5m"), run=dict(type="str"),
-    resume=dict(type="bool", default=False), since=dict(type="str"))
+    runner.BOARD_SPEC, results_dir=dict(type="path"), label=dict(type="str"), run=dict(type="str"),
+    resume=dict(type="bool", default=False), since=dict(type="str"), **latency_options.ARGUMENT_SPEC)
 
 # The options a task leaves out: the host's variables of these names (plugin_utils/oncontroller.py says why).
-FROM_VARS = dict(
-    ssh_config="rtforge_ssh_config", rtforge="rtforge_command", results_dir="rtforge_results_dir",
-    label="rtforge_label", duration="rtforge_duration", loops="rtforge_loops",
-    interval_us="rtforge_interval_us", priority="rtforge_priority", policy="rtforge_policy",
-    cpus="rtforge_cpus", load="rtforge_load", engine="rtforge_engine", phase="rtforge_phase",
-    spike_us="rtforge_spike_us", histogram_us="rtforge_histogram_us", settle_s="rtforge_settle_s",
-    trace="rtforge_trace", install="rtforge_install", patience="rtforge_patience", since="rtforge_since")
+FROM_VARS = dict(runner.BOARD_VARS, results_dir="rtforge_results_dir", label="rtforge_label", since="rtforge_since",
+                 **latency_options.FROM_VARS)
 
 
 def main():

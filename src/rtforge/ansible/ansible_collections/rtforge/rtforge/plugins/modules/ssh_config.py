@@ -4,29 +4,56 @@
 DOCUMENTATION = r"""
 module: ssh_config
 short_description: Write the ssh config rtforge reaches the inventory's boards with
+author: rtforge maintainers
 description:
   - One C(Host) per inventory host (its inventory name is the alias), from its connection variables; the
     user's own ssh configs are included after them for everything the inventory does not say.
   - Refuses, naming the host and the variable, what ssh could not be given through a config file (a password,
     another connection plugin, a command-line option with no config keyword). Written atomically, mode 0600.
 options:
-  path: {description: the file to write, required: true, type: path}
+  path:
+    description:
+      - The file to write.
+    type: path
+    required: true
   hosts:
-    description: one dict per host, with name, host, port, user, key, connection, password (bool), common_args,
-      extra_args
+    description:
+      - One dict per host, with the keys C(name), C(host), C(port), C(user), C(key), C(connection),
+        C(password) (a bool), C(common_args) and C(extra_args).
+      - The role rtforge.rtforge.ssh_config makes them from each host's C(ansible_host), C(ansible_port),
+        C(ansible_user), C(ansible_ssh_private_key_file), C(ansible_connection), C(ansible_password),
+        C(ansible_ssh_common_args) and C(ansible_ssh_extra_args).
     type: list
     elements: dict
     required: true
   includes:
-    description: ssh configs read after the boards' own lines (ssh -F skips the usual ones)
+    description:
+      - The ssh configs read after the boards' own lines, since C(ssh -F) skips the usual ones.
     type: list
     elements: str
     default: [~/.ssh/config, /etc/ssh/ssh_config]
 """
 
+EXAMPLES = r"""
+- name: Write the ssh config of two boards, run once on the controller
+  rtforge.rtforge.ssh_config:
+    path: /home/lab/.cache/rtforge/lab.ssh_config
+    hosts:
+      - {name: pi-01, host: 10.0.0.11, user: pi, key: ~/.ssh/lab}
+      - {name: pi-02, host: 10.0.0.12, port: "2222", user: pi, common_args: "-o ProxyJump=gw.lab"}
+  delegate_to: localhost
+  run_once: true
+"""
+
 RETURN = r"""
-path: {description: the file written, type: str, returned: always}
-hosts: {description: how many Host blocks it holds, type: int, returned: always}
+path:
+  description: The file written.
+  type: str
+  returned: always
+hosts:
+  description: How many C(Host) blocks it holds.
+  type: int
+  returned: always
 """
 
 import os  # noqa: E402
