@@ -78,18 +78,8 @@ def check_latency(host: str, settings: dict[str, tuple[Any, str]]) -> LatencySpe
         # each number, word and flag read by its declared type; the options of their own kind after
         for o in OPTIONS.values():
             current = o.name
-            if o.name not in settings:
-                continue
-            if o.type == "int":
-                setattr(spec, o.name, parse_int(where(o.name), val(o.name), o.name))
-            elif o.type == "float":
-                setattr(spec, o.name, parse_number(where(o.name), val(o.name), o.name))
-            elif o.type == "bool":
-                value = truth(settings[o.name][0], where(o.name))
-                if hasattr(spec, o.name):   # --install is how to start, not what to measure
-                    setattr(spec, o.name, value)
-            elif o.choices:
-                setattr(spec, o.name, val(o.name).strip().lower())
+            if o.name in settings:
+                _set_typed(spec, o, settings[o.name][0], where(o.name))
         current = "cpus"
         if val("cpus") is not None:
             spec.cpus = parse_cpu_list(val("cpus"))
@@ -105,6 +95,21 @@ def check_latency(host: str, settings: dict[str, tuple[Any, str]]) -> LatencySpe
         prefix = "" if text.startswith(host) else (f"{where(current)}: " if current in settings else f"{host}: ")
         raise UserError(prefix + text) from None
     return spec
+
+
+def _set_typed(spec: LatencySpec, o, value: Any, where: str) -> None:
+    """One option's value on the spec, read by its declared type (cpus, load and the spans have their own)."""
+    text = text_of(value)
+    if o.type == "int":
+        setattr(spec, o.name, parse_int(where, text, o.name))
+    elif o.type == "float":
+        setattr(spec, o.name, parse_number(where, text, o.name))
+    elif o.type == "bool":
+        on = truth(value, where)
+        if hasattr(spec, o.name):   # --install is how to start, not what to measure
+            setattr(spec, o.name, on)
+    elif o.choices:
+        setattr(spec, o.name, text.strip().lower())
 
 
 def cycle_ns(host: str, hostvars: dict, given: str | None) -> int | None:

@@ -106,28 +106,12 @@ def launch(target: RunSite, contact: Contact, store: Store, result: RunResult, e
             on_launch(run)
         launched = True  # from here on the runner may be going
         launcher = "auto" if (contact.is_root or run.sudo) else "setsid"  # systemd-run needs root
-        # rtforge's own runner text; it executes the folder's runner.sh only once its bytes are rtforge's
-        start_argv = packaged_runner("start", d, launcher, str(round(settle_s * 10)), runner_sha256())
+        r = _start(run, result.to_json() if described else None, launcher, settle_s)
         try:
-            if described:  # run.json with the metadata, then the start: one round trip
-                r = t.write_then_run(f"{d}/raw/runner/run.json", result.to_json().encode(), start_argv,
-                                     sudo=run.sudo, timeout=START_TIMEOUT_S + settle_s, step="starting the run")
-            else:
-                r = t.run(start_argv, sudo=run.sudo, timeout=START_TIMEOUT_S + settle_s, step="starting the run")
-        except ConnectionLost:
-            r = None
-        if r is None or r.returncode < 0:
-            # The connection (or our ssh client) died under `start`, not the
-            # runner: the board alone knows whether the run began.
-            r = _ask_after_lost_start(run, r, START_TIMEOUT_S + settle_s)
-        if r.returncode == BUSY_STATUS:  # another rtforge started one since we looked
-            launched = False
-            raise busy_error(target, r.stdout.split()[-1])
-        word = (r.stdout.split() + ["", ""])[1]
-        if r.returncode or word in ("failed", "starting", "settling", ""):
-            launched = False
-            detail = r.stdout.strip().removeprefix("started ") or r.stderr.strip() or f"exit status {r.returncode}"
-            raise UserError(f"the run could not start on {t.name} ({detail}): nothing was measured")
+            word = _started(target, r)
+        except UserError:
+            launched = False   # the runner said it did not start: nothing goes on there
+            raise
         if target.local:
             result.owner = runner_owner(Path(d))  # the runner owns the run now
             store.save(result)
@@ -144,6 +128,42 @@ def launch(target: RunSite, contact: Contact, store: Store, result: RunResult, e
                     shutil.rmtree(p, ignore_errors=True)
         raise
     return run, word
+
+
+def _start(run: Runner, described: str | None, launcher: str, settle_s: float) -> subprocess.CompletedProcess:
+    """The runner's `start` (after run.json with the system's metadata, when
+    there is one: one round trip); what it answered, or what the board says
+    once it can be asked again when the connection died under it."""
+    t, timeout = run.t, START_TIMEOUT_S + settle_s
+    # rtforge's own runner text; it executes the folder's runner.sh only once its bytes are rtforge's
+    argv = packaged_runner("start", run.dir, launcher, str(round(settle_s * 10)), runner_sha256())
+    try:
+        if described is not None:
+            r = t.write_then_run(f"{run.dir}/raw/runner/run.json", described.encode(), argv, sudo=run.sudo,
+                                 timeout=timeout, step="starting the run")
+        else:
+            r = t.run(argv, sudo=run.sudo, timeout=timeout, step="starting the run")
+    except ConnectionLost:
+        r = None
+    if r is None or r.returncode < 0:
+        # The connection (or our ssh client) died under `start`, not the
+        # runner: the board alone knows whether the run began.
+        r = _ask_after_lost_start(run, r, timeout)
+    return r
+
+
+def _started(target: RunSite, r: subprocess.CompletedProcess) -> str:
+    """The state the runner said it started in; UserError when it did not start."""
+    if r.returncode == BUSY_STATUS:  # another rtforge started one since we looked
+        raise busy_error(target, r.stdout.split()[-1])
+    refused = safesh.owned_error(r, "here" if target.local else f"on {target.transport.name}")
+    if refused:
+        raise refused
+    word = (r.stdout.split() + ["", ""])[1]
+    if r.returncode or word in ("failed", "starting", "settling", ""):
+        detail = r.stdout.strip().removeprefix("started ") or r.stderr.strip() or f"exit status {r.returncode}"
+        raise UserError(f"the run could not start on {target.transport.name} ({detail}): nothing was measured")
+    return word
 
 
 def _stage(stage: Path, result: RunResult, engine: EngineCommand, files: dict[str, Path | str],

@@ -89,21 +89,30 @@ def follow(run: Runner, expected: float | None, *, poll_s: float,
             if on_progress and p.elapsed_s is not None:
                 on_progress(Progress(p.elapsed_s, expected, p.max_ns, p.state, p.steps))
             return p
-        polled = time.monotonic()
-        wait_s = poll_s
-        if p.final or p.state == "stopping":
-            # the runner has said its last word (or was told to) and is exiting: its end is a tick away,
-            # not a poll (a fleet waited 5 s more for one board whose poll caught "done" a moment early)
-            wait_s = TICK_S
-        elif expected and p.elapsed_s is not None and p.state == "running":
-            # near the end, look more often: the run is stored as soon as it ended
-            wait_s = min(poll_s, max(TICK_S, expected - p.elapsed_s + TICK_S))
-        while (waited := time.monotonic() - polled) < wait_s:
-            if on_progress:
-                guess = (p.elapsed_s + waited) if p.elapsed_s is not None else 0.0
-                on_progress(Progress(min(guess, expected) if expected else guess, expected, p.max_ns, p.state,
-                                     p.steps))
-            time.sleep(min(TICK_S, wait_s - waited))
+        _until_next(p, _wait_s(p, poll_s, expected), expected, on_progress)
+
+
+def _wait_s(p: Poll, poll_s: float, expected: float | None) -> float:
+    """How long until the next poll."""
+    if p.final or p.state == "stopping":
+        # the runner has said its last word (or was told to) and is exiting: its end is a tick away,
+        # not a poll (a fleet waited 5 s more for one board whose poll caught "done" a moment early)
+        return TICK_S
+    if expected and p.elapsed_s is not None and p.state == "running":
+        # near the end, look more often: the run is stored as soon as it ended
+        return min(poll_s, max(TICK_S, expected - p.elapsed_s + TICK_S))
+    return poll_s
+
+
+def _until_next(p: Poll, wait_s: float, expected: float | None,
+                on_progress: Callable[[Progress], None] | None) -> None:
+    """Wait for the next poll, the progress line moving meanwhile."""
+    polled = time.monotonic()
+    while (waited := time.monotonic() - polled) < wait_s:
+        if on_progress:
+            guess = (p.elapsed_s + waited) if p.elapsed_s is not None else 0.0
+            on_progress(Progress(min(guess, expected) if expected else guess, expected, p.max_ns, p.state, p.steps))
+        time.sleep(min(TICK_S, wait_s - waited))
 
 
 def collect(run: Runner, store: Store, keep_empty: bool = False, last: Poll | None = None) -> RunResult:

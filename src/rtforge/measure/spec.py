@@ -210,32 +210,28 @@ class LatencySpec:
         return self.histogram_us or int(min(LIMITS["histogram_us"][1], max(1000, 10 * self.interval_us)))
 
     def reproducer(self, host: str | None = None) -> str:
+        """The command line that measures the same way (each option left at its default left out)."""
         argv = ["rtforge", "latency", *([host] if host else [])]
         if self.loops:
             argv += ["--loops", str(self.loops)]
         elif self.duration_s:
-            argv += ["--duration", format_duration(self.duration_s or 0)]
+            argv += ["--duration", format_duration(self.duration_s)]
         argv += ["--interval-us", str(self.interval_us), "--priority", str(self.priority)]
-        if self.policy != "fifo":
-            argv += ["--policy", self.policy]
-        if self.cpus is not None:
-            argv += ["--cpus", format_cpu_list(self.cpus)]
-        if self.loads:
-            argv += ["--load", ",".join(self.loads)]
-        if self.engine != "probe":
-            argv += ["--engine", self.engine]
-        if self.phase != "together":
-            argv += ["--phase", self.phase]
-        if self.spike_us is not None:
-            argv += ["--spike-us", f"{self.spike_us:g}"]
-        if self.histogram_us is not None:
-            argv += ["--histogram-us", str(self.histogram_us)]
-        if self.settle_s is not None:
-            argv += ["--settle-s", f"{self.settle_s:g}"]
-        if self.trace:
-            argv.append("--trace")
-        if self.label:
-            argv += ["--label", self.label]
+        given: list[tuple[str, bool, str | None]] = [   # (flag, given, its value; None: a flag alone)
+            ("--policy", self.policy != "fifo", self.policy),
+            ("--cpus", self.cpus is not None, format_cpu_list(self.cpus) if self.cpus is not None else ""),
+            ("--load", bool(self.loads), ",".join(self.loads)),
+            ("--engine", self.engine != "probe", self.engine),
+            ("--phase", self.phase != "together", self.phase),
+            ("--spike-us", self.spike_us is not None, f"{self.spike_us:g}" if self.spike_us is not None else ""),
+            ("--histogram-us", self.histogram_us is not None, str(self.histogram_us)),
+            ("--settle-s", self.settle_s is not None, f"{self.settle_s:g}" if self.settle_s is not None else ""),
+            ("--trace", bool(self.trace), None),
+            ("--label", bool(self.label), self.label),
+        ]
+        for flag, yes, value in given:
+            if yes:
+                argv += [flag] if value is None else [flag, value]
         return shlex.join(argv)
 
 
