@@ -10,6 +10,7 @@ from ..results.bench import summarize_bench
 from ..results.display import loads_text
 from ..results.model import RunResult
 from ..results.stats import percentile_text, summarize_all
+from ..units import format_ratio
 
 # (label, summary field); all latencies, lower is better
 METRICS = [("min", "min_ns"), ("avg", "avg_ns"), ("p99", "p99_ns"), ("p99.99", "p9999_ns"), ("max", "max_ns")]
@@ -19,9 +20,10 @@ def ratio_text(name: str, ratio: float | None) -> str:
     """ratio = first / this, so > 1 means this run is lower (better)."""
     if ratio is None:
         return f"{name} n/a"
-    if abs(ratio - 1) < 0.01:
+    if ratio == 1:
         return f"{name} same"
-    return f"{name} {ratio:.1f}× lower" if ratio > 1 else f"{name} {1 / ratio:.1f}× higher"
+    # never '1.0× lower': as many digits as it takes to show which way it goes
+    return f"{name} {format_ratio(ratio)}× lower" if ratio > 1 else f"{name} {format_ratio(1 / ratio)}× higher"
 
 
 def compare_runs(runs: list[RunResult]) -> list[dict[str, Any]]:

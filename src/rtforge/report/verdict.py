@@ -27,7 +27,7 @@ from typing import Any
 
 from ..results.model import RunResult
 from ..results.stats import merged_histogram, summarize_all
-from ..units import format_ns, format_span, parse_duration_ns
+from ..units import format_ns, format_ratio, format_span, parse_duration_ns
 
 LONG_ENOUGH_S = 3600
 TIGHT_MARGIN = 2.0   # more than half of each cycle lost to wake-up latency
@@ -138,7 +138,8 @@ def _us(ns: int) -> str:
 
 
 def _margin(margin: float) -> str:
-    return "∞" if margin == float("inf") else f"{margin:.1f}×"
+    """Never rounded onto or across a boundary of the rules (1: late, 2: tight)."""
+    return format_ratio(margin, (1.0, TIGHT_MARGIN)) + ("" if margin == float("inf") else "×")
 
 
 def _unknown_max(run: RunResult, cycle_ns: int, make) -> Verdict:
