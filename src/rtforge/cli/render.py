@@ -144,6 +144,8 @@ def latency_table(r: RunResult, console: Console | None = None) -> Table:
 
 
 def telemetry_line(r: RunResult) -> str:
+    if r.telemetry is None:  # an import, or a run without the monitor: nobody looked at the board
+        return "temperature: not recorded · throttling: not recorded"
     tel = telemetry_summary(r.telemetry)
     if tel["temp_max_mc"] is None:
         temp = "temperature: no sensor"

@@ -65,16 +65,18 @@ def telemetry_row(r: RunResult) -> dict[str, Any]:
     tel = r.telemetry or {}
     t = telemetry_summary(tel)
     freqs = [v for col in (tel.get("freq_khz") or {}).values() for v in col]
+    # no telemetry at all (an import): nobody observed the board, which says nothing of its sensors
+    absent = "not recorded" if r.telemetry is None else None
     return {
         "run": r.label or r.run_id,
-        "temperature": "no sensor"
-        if t["temp_max_mc"] is None
-        else f"{t['temp_min_mc'] / 1000:.1f}–{t['temp_max_mc'] / 1000:.1f} °C",
-        "frequency": _range(freqs, 1000) + (" MHz" if freqs else ""),
-        "throttling": "not reported"
-        if t["throttled_seen"] is None
-        else (", ".join(t["throttle_flags"]) if t["throttled_seen"] else "none seen"),
-        "load1": _range(tel.get("load1") or [], 1, "{:.2f}"),
+        "temperature": absent or ("no sensor"
+                                  if t["temp_max_mc"] is None
+                                  else f"{t['temp_min_mc'] / 1000:.1f}–{t['temp_max_mc'] / 1000:.1f} °C"),
+        "frequency": absent or (_range(freqs, 1000) + (" MHz" if freqs else "")),
+        "throttling": absent or ("not reported"
+                                 if t["throttled_seen"] is None
+                                 else (", ".join(t["throttle_flags"]) if t["throttled_seen"] else "none seen")),
+        "load1": absent or _range(tel.get("load1") or [], 1, "{:.2f}"),
     }
 
 
