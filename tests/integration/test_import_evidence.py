@@ -4,11 +4,12 @@ claims more than the file holds (issue 35, "wrong or misleading figures")."""
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
 from rtforge.cli import main
+from rtforge.report.verdict import verdict
+from rtforge.results.store import Store
 
 CORPUS = Path(__file__).parents[1] / "corpus" / "cyclictest"
 
@@ -33,3 +34,23 @@ def test_an_import_says_its_telemetry_was_not_recorded(tmp_path, capsys):
     telemetry = html[html.index('id="telemetry"'):]
     row = re.search(r"<tr><td>[^<]*</td>(.*?)</tr>", telemetry)[1]
     assert row.count("not recorded") == 4 and "no sensor" not in row, row
+
+
+def test_late_wake_ups_are_counted_per_thread(tmp_path, capsys):
+    """koen-h400-4t-100M-nort.txt: maxima 19,968, 255, 2,170 and 1,641 µs, and
+    4, 0, 3 and 2 samples beyond its 400 µs histogram (SOURCES.tsv).  At 1 ms
+    three threads' maxima were late: at least 3, at most the 9 overflowed
+    samples; at 300 µs every overflowed sample (over 399 µs) was late: the
+    count is exact."""
+    rd = _import(tmp_path, "koen-h400-4t-100M-nort.txt", capsys)
+    assert main(["report", "last", "-C", "1ms", "-o", str(tmp_path / "r.html"), *rd]) == 0
+    out = capsys.readouterr().out
+    assert "FAIL: " in out and "at least 3 of 399,999,922 wake-ups came later" in out and "at most 9" in out, out
+    store = Store(tmp_path / "store")
+    r = store.load(store.resolve("last"))
+    v = verdict(r, 1_000_000)
+    assert (v.status, v.above, v.above_exact, v.above_at_most) == ("fail", 3, False, 9)
+    v = verdict(r, 300_000)
+    beyond_300 = sum(int(c.hist.count[c.hist.lo_ns > 300_000].sum()) + c.hist.overflow for c in r.cpus)
+    assert (v.status, v.above, v.above_exact) == ("fail", beyond_300, True), v
+    assert f"{beyond_300:,} of 399,999,922 wake-ups came later" in v.sentence and "at least" not in v.sentence
