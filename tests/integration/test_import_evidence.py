@@ -4,6 +4,7 @@ claims more than the file holds (issue 35, "wrong or misleading figures")."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -54,3 +55,34 @@ def test_late_wake_ups_are_counted_per_thread(tmp_path, capsys):
     beyond_300 = sum(int(c.hist.count[c.hist.lo_ns > 300_000].sum()) + c.hist.overflow for c in r.cpus)
     assert (v.status, v.above, v.above_exact) == ("fail", beyond_300, True), v
     assert f"{beyond_300:,} of 399,999,922 wake-ups came later" in v.sentence and "at least" not in v.sentence
+
+
+def test_a_csv_import_states_no_overflow_and_lower_bound_percentiles(tmp_path, capsys, monkeypatch):
+    """civcode-blogcsv-rt.csv is the blog recipe's CSV: grep removed the
+    '# Histogram Overflows:' line, so the overflow is unknown (its own warning
+    says so) and its percentiles are lower bounds: never 'overflow 0', never
+    a ratio such as 'p99 11.6× lower' (issue 35)."""
+    rd = _import(tmp_path, "civcode-blogcsv-rt.csv", capsys)
+    assert main(["show", "last", "--json", *rd]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    for s in [shown["all"], *shown["cpus"]]:
+        assert s["overflow"] is None and s["percentiles_lower_bounds"] is True, s
+    monkeypatch.setenv("COLUMNS", "200")
+    assert main(["show", "last", *rd]) == 0
+    out = capsys.readouterr().out
+    rows = [[cell.strip() for cell in line.split("│")] for line in out.splitlines() if "│" in line]
+    assert len(rows) == 5 and all(len(row) == 12 for row in rows), out
+    assert all(row[11] == "?" for row in rows), out                  # the overflow column
+    assert all(cell.startswith("≥") for row in rows for cell in row[4:8]), out   # p50 to p99.99
+    csv_id = shown["run_id"]
+    assert main(["import", str(CORPUS / "civcode-h400-4t.txt"), *rd]) == 0
+    capsys.readouterr()
+    assert main(["compare", "last", csv_id, "--json", *rd]) == 0
+    csv_row = json.loads(capsys.readouterr().out)[1]
+    assert "p99 not comparable" in csv_row["versus_first"] and "p99 n/a" not in csv_row["versus_first"], csv_row
+    assert csv_row["ratio_to_first"]["p99_ns"] is None and csv_row["overflow"] is None
+    assert main(["report", csv_id, "-o", str(tmp_path / "r.html"), *rd]) == 0
+    html = (tmp_path / "r.html").read_text()
+    latency = html[html.index('id="latency"'):html.index('id="plots"')]
+    cells = re.findall(r'<td class="num">([^<]*)</td>', latency)
+    assert cells.count("?") == 4 and sum(c.startswith("≥") for c in cells) == 8, cells   # p99 and p99.99 × 4

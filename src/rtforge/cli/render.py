@@ -44,6 +44,13 @@ def _count(n: int | None) -> str:
     return "–" if n is None else f"{n:,}"
 
 
+def _overflow(s) -> str:
+    """Samples beyond the histogram: '?' when the file did not say, '–' without a histogram."""
+    if not s.histogram:
+        return "–"
+    return "?" if s.overflow is None else f"{s.overflow:,}"
+
+
 @dataclass
 class Col:
     """A column of a table fitted to the terminal: key columns (ids and the
@@ -134,7 +141,7 @@ def latency_table(r: RunResult, console: Console | None = None) -> Table:
     threads = bool(r.config.get("cpu_is_thread"))
     cells = [[cell(("thread " if threads and s.cpu != "all" else "") + str(s.cpu)), _count(s.count), us(s.min_ns),
               us(s.avg_ns), *(percentile_text(s, v) for v in (s.p50_ns, s.p99_ns, s.p999_ns, s.p9999_ns)),
-              us(s.max_ns), _count(s.overruns), _count(s.spikes), _count(s.overflow) if s.histogram else "–"]
+              us(s.max_ns), _count(s.overruns), _count(s.spikes), _overflow(s)]
              for s in rows]
     cols = list(LATENCY_COLS)
     if threads:

@@ -16,8 +16,14 @@ from ..units import format_ratio
 METRICS = [("min", "min_ns"), ("avg", "avg_ns"), ("p99", "p99_ns"), ("p99.99", "p9999_ns"), ("max", "max_ns")]
 
 
-def ratio_text(name: str, ratio: float | None) -> str:
-    """ratio = first / this, so > 1 means this run is lower (better)."""
+PERCENTILE_KEYS = ("p99_ns", "p9999_ns")
+
+
+def ratio_text(name: str, ratio: float | None, bound: bool = False) -> str:
+    """ratio = first / this, so > 1 means this run is lower (better); bound:
+    one of the two is a lower bound, which makes no ratio."""
+    if bound:
+        return f"{name} not comparable (a lower bound)"
     if ratio is None:
         return f"{name} n/a"
     if ratio == 1:
@@ -33,9 +39,11 @@ def compare_runs(runs: list[RunResult]) -> list[dict[str, Any]]:
     for r in runs:
         s = summarize_all(r)
         ratios = {}
+        # a percentile that is only a lower bound (the blog CSV) divides into no ratio
+        bound = base.percentiles_lower_bounds or s.percentiles_lower_bounds
         for _, key in METRICS:
             a, b = getattr(base, key), getattr(s, key)
-            ratios[key] = a / b if a and b else None
+            ratios[key] = a / b if a and b and not (bound and key in PERCENTILE_KEYS) else None
         rows.append({
             "run_id": r.run_id,
             "label": r.label,
@@ -50,10 +58,12 @@ def compare_runs(runs: list[RunResult]) -> list[dict[str, Any]]:
             **{key: getattr(s, key) for _, key in METRICS},
             "p99_text": percentile_text(s, s.p99_ns), "p9999_text": percentile_text(s, s.p9999_ns),
             "overflow": s.overflow,
+            "percentiles_lower_bounds": s.percentiles_lower_bounds,
             "overruns": s.overruns,
             "ratio_to_first": ratios,
             "versus_first": "first run" if r is runs[0] else ", ".join(
-                ratio_text(name, ratios[key]) for name, key in METRICS if name in ("p99", "max")),
+                ratio_text(name, ratios[key], bound and key in PERCENTILE_KEYS)
+                for name, key in METRICS if name in ("p99", "max")),
         })
     return rows
 

@@ -84,7 +84,9 @@ def read_csv(src: Source) -> Parsed:
     for j in threads:
         used = buckets[counts[:, j] > 0]
         lowest = int(used[0]) * US if used.size else None
-        cpus.append(sparse_cpu(j, buckets, counts[:, j], 0, US, rows.last, lowest, None, None, spikes[j]))
+        cpu = sparse_cpu(j, buckets, counts[:, j], 0, US, rows.last, lowest, None, None, spikes[j])
+        cpu.hist.overflow_known = False  # grep removed the '# Histogram Overflows:' line: not 0, unknown
+        cpus.append(cpu)
     highest = max(int(buckets[counts[:, j] > 0][-1]) for j in threads if sums[j])
     warnings.insert(0, (
         f"the CSV keeps only the histogram (grep removed cyclictest's '#' summary lines): how many samples fell "
