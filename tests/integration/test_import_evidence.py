@@ -86,3 +86,25 @@ def test_a_csv_import_states_no_overflow_and_lower_bound_percentiles(tmp_path, c
     latency = html[html.index('id="latency"'):html.index('id="plots"')]
     cells = re.findall(r'<td class="num">([^<]*)</td>', latency)
     assert cells.count("?") == 4 and sum(c.startswith("≥") for c in cells) == 8, cells   # p99 and p99.99 × 4
+
+
+GOLDEN = Path(__file__).parents[1] / "golden" / "cyclictest"
+
+
+def test_an_import_too_short_to_judge_says_so(tmp_path, capsys):
+    """golden summary.txt states no duration, but its threads' wake-ups and
+    intervals: 4,997 at 200 µs and 1,429 at 700 µs, about 1 s.  That is far
+    under an hour, so the verdict warns as it does for a run (a 10,000-cycle
+    import used to PASS clean)."""
+    rd = ["--results-dir", str(tmp_path / "store")]
+    assert main(["import", str(GOLDEN / "summary.txt"), *rd]) == 0
+    capsys.readouterr()
+    store = Store(tmp_path / "store")
+    r = store.load(store.resolve("last"))
+    assert r.duration_s == max(4997 * 200, 1429 * 700) / 1e6
+    assert main(["report", "last", "-C", "1ms", "-o", str(tmp_path / "r.html"), *rd]) == 0
+    capsys.readouterr()
+    html = (tmp_path / "r.html").read_text()
+    assert "the run lasted 1s (its wake-ups times their interval: the file states no duration): too short" in html
+    assert main(["show", "last", *rd]) == 0
+    assert "≈1 s" in capsys.readouterr().out

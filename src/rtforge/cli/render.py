@@ -112,7 +112,9 @@ def fitted(console: Console, cols: list[Col], rows: list[list[object]], *, style
 
 def run_header(r: RunResult) -> str:
     s, c = r.system, r.config
-    dur = f"{r.duration_s:.0f} s" if r.duration_s is not None else "?"
+    # ≈: an import's length from its wake-ups and interval, not a measured one
+    about = "≈" if c.get("duration_source") else ""
+    dur = f"{about}{r.duration_s:.0f} s" if r.duration_s is not None else "?"
     interval = "?" if c.get("interval_us") is None else f"{c['interval_us']} µs"
     parts = [
         f"[bold]{shown(r.run_id)}[/bold]" + (f"  “{shown(r.label)}”" if r.label else ""),

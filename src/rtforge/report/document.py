@@ -50,7 +50,8 @@ def system_row(r: RunResult) -> dict[str, Any]:
         "preempt_model": known(s.get("preempt_model")),
         "board": s.get("board_model") or s.get("cpu_model") or s.get("machine") or "?",
         "loads": loads_text(c).replace(",", ", "),
-        "duration": "?" if r.duration_s is None else f"{r.duration_s:,.0f} s",
+        "duration": "?" if r.duration_s is None else
+        f"{'≈' if c.get('duration_source') else ''}{r.duration_s:,.0f} s",
         "interval": "?" if c.get("interval_us") is None else f"{c['interval_us']} µs",
         "priority": priority_text(c),
         "cpus": ",".join(map(str, c.get("cpus") or [])) or "?",

@@ -45,8 +45,10 @@ def report_warnings(run: RunResult) -> list[str]:
         warn.append("measured inside QEMU: the latencies are emulation noise and say nothing about the hardware; "
                     "measure on the board with `rtforge latency HOST`")
     if run.duration_s is not None and run.duration_s < LONG_ENOUGH_S:
+        how = (" (its wake-ups times their interval: the file states no duration)"
+               if run.config.get("duration_source") == "cycles × interval" else "")
         warn.append(
-            f"the run lasted {_lasted(run.duration_s)}: too short to meet the rare events that set the worst "
+            f"the run lasted {_lasted(run.duration_s)}{how}: too short to meet the rare events that set the worst "
             "case; measure for hours (OSADL runs 100 million cycles, 5.5 h at 200 µs), e.g. --duration 6h"
         )
     priority, policy = run.config.get("priority"), run.config.get("policy")

@@ -163,8 +163,24 @@ def _result(path: Path, store: Store, label: str | None, sha256: str, parsed: Pa
                 **({"command_line": parsed.command_line} if parsed.command_line else {})},
     )
     stated.apply(result, path)
+    if result.duration_s is None and (length := _length_from_cycles(result)) is not None:
+        result.duration_s = length
+        result.config["duration_source"] = "cycles × interval"
     result.warnings = parsed.warnings + _generic_warnings(result)
     return result
+
+
+def _length_from_cycles(result: RunResult) -> float | None:
+    """How long the run lasted, from what the file does state: each thread's
+    wake-ups times its interval (cyclictest's -d gives each thread its own),
+    the longest of them.  None when the file gives no interval."""
+    interval = result.config.get("interval_us")
+    intervals = result.config.get("thread_intervals_us") or []
+    if not isinstance(interval, (int, float)) or interval <= 0:
+        return None
+    spans = [c.count * (intervals[i] if i < len(intervals) else interval) for i, c in enumerate(result.cpus)]
+    longest = max(spans, default=0)
+    return longest / 1e6 if longest else None
 
 
 def _generic_warnings(result: RunResult) -> list[str]:
