@@ -13,6 +13,9 @@ Formats (cyclictest from rt-tests 0.84 to 2.x):
 * text: ``-h N -q`` / ``-H N`` histograms, also with ``-N``, ``--spike``
   and ``-b``, all rows or (rt-tests 2.x) only the non-empty ones;
   summary-only status lines, quiet or with terminal escapes (``text.py``);
+  ``-v``, a line per wake-up, with or without ``-q``'s status lines
+  (``verbose.py``); a whole output followed by one line that is not
+  cyclictest's (a prompt) imports with a warning naming that line;
 * ``--json=FILE`` (``jsonfile.py``);
 * the CSV of the blog recipe made from a ``-h`` histogram (``csvfile.py``).
 

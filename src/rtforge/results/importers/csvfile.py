@@ -24,7 +24,8 @@ import numpy as np
 
 from .common import NUM, US, Parsed, Source, clean_line, column_sums, sparse_cpu
 from .rows import Rows
-from .text import Scan, scan_body, spike_results, status_config
+from .spikes import spike_results
+from .text import Scan, scan_body, status_config
 
 HEADER_RE = re.compile(r"[\s,]*time\s*,(.*)", re.IGNORECASE)
 ROW_RE = re.compile(rf"[\s,]*({NUM}(?:[\s,]+{NUM})+)[\s,]*")
