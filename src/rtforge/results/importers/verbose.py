@@ -89,9 +89,9 @@ def thread_intervals(v: Verbose) -> list[int] | None:
     prints thread N's interval plus the -d distance (thread N+1's), so the
     distance is the step between two lines; one thread alone does not say it."""
     n = len(v.threads)
-    printed = [v.intervals.get(j) for j in range(n)]
-    if n < 2 or any(p is None for p in printed):
+    if n < 2 or any(j not in v.intervals for j in range(n)):
         return None
+    printed = [v.intervals[j] for j in range(n)]
     step = printed[1] - printed[0]
     if step < 0 or any(printed[j + 1] - printed[j] != step for j in range(n - 1)) or printed[0] - step <= 0:
         return None
