@@ -17,7 +17,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from ..results.display import clean, known, loads_text, priority_text
+from ..results.display import clean, known, loads_text, other_latencies_line, priority_text
 from ..results.model import RunResult
 from ..results.stats import irq_summary, percentile_text, summarize_all, summarize_cpu, telemetry_summary
 from ..results.timerlat import spike_lines
@@ -202,6 +202,8 @@ def print_result(r: RunResult, console: Console | None = None) -> None:
         console.print(latency_table(r, console))
     else:
         console.print("nothing was measured", style="dim")
+    if others := other_latencies_line(r):
+        console.print(shown(others), highlight=False)
     console.print(shown(telemetry_line(r)), highlight=False)
     if irqs := irq_line(r):
         console.print(shown(irqs), highlight=False)

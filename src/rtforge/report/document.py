@@ -18,7 +18,16 @@ import jinja2
 
 from .. import __version__, paths
 from ..errors import UserError
-from ..results.display import known, loads_text, md_cell, md_code, md_text, priority_text, run_command
+from ..results.display import (
+    known,
+    loads_text,
+    md_cell,
+    md_code,
+    md_text,
+    other_latencies_line,
+    priority_text,
+    run_command,
+)
 from ..results.model import RunResult
 from ..results.stats import percentile_text, summarize_cpu, telemetry_summary
 from ..results.timerlat import spike_lines
@@ -116,6 +125,7 @@ def context(runs: list[RunResult], cycle_ns: int | None) -> dict[str, Any]:
         "comparison": compare_runs(runs) if len(runs) > 1 else [],
         "telemetry": [telemetry_row(r) for r in runs],
         "traced": [(r.label or r.run_id, spike_lines(r.trace)) for r in runs if r.trace is not None],
+        "others": [(r.label or r.run_id, line) for r in runs if (line := other_latencies_line(r))],
         "runs": runs,
         "us": _us,
         "known": known,

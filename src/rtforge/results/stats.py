@@ -198,6 +198,8 @@ def show_dict(result: RunResult) -> dict[str, Any]:
         "telemetry": telemetry_summary(result.telemetry),
         "interrupts": irq_summary(result.series),
         "traced_spikes": spike_lines(result.trace, n=len((result.trace or {}).get("spikes") or [])),
+        # rtla's IRQ and return-to-user latencies beside the thread's (an import of its output)
+        "other_latencies": (result.source or {}).get("other_latencies") if isinstance(result.source, dict) else None,
         "warnings": result.warnings,
         "reproducer": result.reproducer,
     }
