@@ -114,7 +114,7 @@ def run_header(r: RunResult) -> str:
     s, c = r.system, r.config
     # ≈: an import's length from its wake-ups and interval, not a measured one
     about = "≈" if c.get("duration_source") else ""
-    dur = f"{about}{r.duration_s:.0f} s" if r.duration_s is not None else "?"
+    dur = "?" if r.duration_s is None else f"{about}{r.duration_s:.{1 if r.duration_s < 1 else 0}f} s"
     interval = "?" if c.get("interval_us") is None else f"{c['interval_us']} µs"
     parts = [
         f"[bold]{shown(r.run_id)}[/bold]" + (f"  “{shown(r.label)}”" if r.label else ""),

@@ -19,11 +19,11 @@ METRICS = [("min", "min_ns"), ("avg", "avg_ns"), ("p99", "p99_ns"), ("p99.99", "
 PERCENTILE_KEYS = ("p99_ns", "p9999_ns")
 
 
-def ratio_text(name: str, ratio: float | None, bound: bool = False) -> str:
+def ratio_text(name: str, ratio: float | None, bound: str | None = None) -> str:
     """ratio = first / this, so > 1 means this run is lower (better); bound:
-    one of the two is a lower bound, which makes no ratio."""
+    whose value is only a lower bound ('the first run's', 'a'), which makes no ratio."""
     if bound:
-        return f"{name} not comparable (a lower bound)"
+        return f"{name} not comparable ({bound} lower bound)"
     if ratio is None:
         return f"{name} n/a"
     if ratio == 1:
@@ -62,10 +62,17 @@ def compare_runs(runs: list[RunResult]) -> list[dict[str, Any]]:
             "overruns": s.overruns,
             "ratio_to_first": ratios,
             "versus_first": "first run" if r is runs[0] else ", ".join(
-                ratio_text(name, ratios[key], bound and key in PERCENTILE_KEYS)
+                ratio_text(name, ratios[key], _bound(base, s) if key in PERCENTILE_KEYS else None)
                 for name, key in METRICS if name in ("p99", "max")),
         })
     return rows
+
+
+def _bound(base, this) -> str | None:
+    """Whose percentiles are only lower bounds, in the words of the comparison."""
+    if this.percentiles_lower_bounds:
+        return "a"
+    return "the first run's is a" if base.percentiles_lower_bounds else None
 
 
 # -- CPU benchmark runs (kind "bench") ----------------------------------------

@@ -60,7 +60,7 @@ def system_row(r: RunResult) -> dict[str, Any]:
         "board": s.get("board_model") or s.get("cpu_model") or s.get("machine") or "?",
         "loads": loads_text(c).replace(",", ", "),
         "duration": "?" if r.duration_s is None else
-        f"{'≈' if c.get('duration_source') else ''}{r.duration_s:,.0f} s",
+        f"{'≈' if c.get('duration_source') else ''}{r.duration_s:,.{1 if r.duration_s < 1 else 0}f} s",
         "interval": "?" if c.get("interval_us") is None else f"{c['interval_us']} µs",
         "priority": priority_text(c),
         "cpus": ",".join(map(str, c.get("cpus") or [])) or "?",

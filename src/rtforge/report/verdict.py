@@ -137,6 +137,7 @@ class Late:
     at_least: int = 0
     at_most: int = 0
     beyond: int = 0             # of them, samples beyond a histogram's range (their values lost)
+    unkept: int = 0             # of them, samples of threads that kept no histogram at all
 
     @property
     def exact(self) -> bool:
@@ -146,6 +147,8 @@ class Late:
         """What makes the count a bound, in words ('' when it is exact)."""
         if self.exact:
             return ""
+        if self.unkept and not self.beyond:
+            return f" (at most {self.at_most:,}: no histogram was kept, only each thread's maximum is known)"
         if self.beyond:
             return (f" (at most {self.at_most:,}: {self.beyond:,} fell beyond the histogram, where only each "
                     "thread's maximum is known)")
@@ -178,7 +181,10 @@ def late_count(run: RunResult, cycle_ns: int) -> Late:
             least = 1  # the maximum was late, wherever the histogram put it
         late.at_least += least
         late.at_most += max(least, sure + maybe + beyond)
-        late.beyond += beyond
+        if h.kept:
+            late.beyond += beyond
+        else:
+            late.unkept += beyond
     return late
 
 
