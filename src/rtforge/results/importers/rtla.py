@@ -111,6 +111,7 @@ class HistScan:
     analysis: list[str] = field(default_factory=list)
     stopped: bool = False
     stray: tuple[int, str] | None = None
+    preamble: list[tuple[int, str]] = field(default_factory=list)  # lines before rtla's header
 
 
 def _number(src: Source, no: int, text: str, what: str, dash: bool = False) -> str:
@@ -141,6 +142,7 @@ def scan_hist(src: Source) -> HistScan:  # noqa: C901 -- one branch per kind of 
         if phase == "head":
             if text == HIST_TITLE:
                 s.lines["title"] = no
+                _preamble(s)
             elif m := UNIT_RE.fullmatch(text):
                 s.unit = NS if m[1] else US
             elif m := DURATION_RE.fullmatch(text):
@@ -148,6 +150,7 @@ def scan_hist(src: Source) -> HistScan:  # noqa: C901 -- one branch per kind of 
             elif m := INDEX_RE.fullmatch(text):
                 s.columns = [Column(CONTEXTS[c], int(n)) for c, n in COLUMN_RE.findall(m[1])]
                 s.lines["index"] = no
+                _preamble(s)
                 phase = "rows"
             elif NO_INDEX_RE.fullmatch(text):
                 raise src.error(no, "this rtla output was printed with --no-index: its rows do not say which "
@@ -161,8 +164,10 @@ def scan_hist(src: Source) -> HistScan:  # noqa: C901 -- one branch per kind of 
                 raise src.error(no, "this rtla output was printed with --no-header: its columns do not say which "
                                     "CPU and which latency (IRQ, thread, user) each one is; import an output "
                                     "printed without --no-header")
+            elif len(s.preamble) < MAX_PREAMBLE:  # rtla's messages on stderr (2>&1), a prompt: named, skipped
+                s.preamble.append((no, text))
             else:
-                s.stray = (no, text)
+                raise _not_rtla(src, *s.preamble[0])
         elif phase == "rows" and ROW_RE.match(text + " "):
             _row(src, s, no, text)
         elif m := SUMMARY_RE.fullmatch(text):
@@ -182,12 +187,27 @@ def scan_hist(src: Source) -> HistScan:  # noqa: C901 -- one branch per kind of 
                                 f"not {snippet(text)}")
         else:
             s.stray = (no, text)
+    if s.preamble:  # nothing of rtla's came after them
+        raise _not_rtla(src, *s.preamble[0])
     if s.stray is not None and "count" not in s.lines and "over" not in s.lines:
         raise _not_rtla(src, *s.stray)
     if s.stray is not None:
         s.warnings.insert(0, f"line {s.stray[0]} ({snippet(s.stray[1])}) is not rtla's output and ends the file (a "
                              "copy's end, a shell prompt); everything before it was read, a whole output")
     return s
+
+
+MAX_PREAMBLE = 10
+
+
+def _preamble(s: HistScan) -> None:
+    """Lines before rtla's header, once the header shows the file is rtla's."""
+    if s.preamble:
+        lines = ", ".join(f"{no} ({snippet(text)})" for no, text in s.preamble)
+        s.warnings.append(f"line{'s' if len(s.preamble) > 1 else ''} {lines} before rtla's header "
+                          f"{'are' if len(s.preamble) > 1 else 'is'} not its output (its messages on standard "
+                          "error, a prompt): skipped")
+        s.preamble.clear()
 
 
 def _not_rtla(src: Source, no: int, text: str):

@@ -56,6 +56,7 @@ def read_top(src: Source) -> Parsed:  # noqa: C901 -- one branch per kind of lin
     command = None
     stopped, analysed, warnings = False, [], []
     stray: tuple[int, str] | None = None
+    preamble: list[tuple[int, str]] = []
     for no, raw in src.lines():
         if stopped:
             analysed.append(raw)
@@ -89,11 +90,18 @@ def read_top(src: Source) -> Parsed:  # noqa: C901 -- one branch per kind of lin
             continue
         elif block is None and (m := CMD_RE.fullmatch(line)) and command is None:
             command = m[1][:2000]
+        elif block is None and last is None and len(preamble) < 10:  # rtla's stderr (2>&1), a prompt
+            preamble.append((no, line))
         else:
             stray = (no, line)
     if last is None:
         raise src.error(stray[0] if stray else 1, "found no CPU line ('  0 #1000 | ...') of rtla timerlat top; the "
                                                   "file is cut off, or not its output")
+    if preamble:
+        lines = ", ".join(f"{no} ({snippet(text)})" for no, text in preamble)
+        warnings.insert(0, f"line{'s' if len(preamble) > 1 else ''} {lines} before rtla's output "
+                           f"{'are' if len(preamble) > 1 else 'is'} not its output (its messages on standard error, "
+                           "a prompt): skipped")
     if stray is not None:
         warnings.insert(0, f"line {stray[0]} ({snippet(stray[1])}) is not rtla's output and ends the file (a copy's "
                            "end, a shell prompt); everything before it was read, a whole output")
