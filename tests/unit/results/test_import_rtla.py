@@ -19,7 +19,7 @@ from rtforge.results.store import Store
 
 FIXTURES = Path(__file__).parents[2] / "fixtures" / "rtla" / "import"
 HISTS = sorted(p.name for p in FIXTURES.glob("hist*.txt") if p.name != "hist-noheader.txt")
-TOPS = sorted(p.name for p in FIXTURES.glob("top*.txt"))
+TOPS = sorted(p.name for p in FIXTURES.glob("top*.txt")) + ["docs-top-a40.txt"]
 
 
 def columns(text: str) -> dict[str, dict]:
@@ -99,13 +99,13 @@ def test_top_imports_with_the_thread_latency_it_states(name, tmp_path):
     assert r.source["format"] == "rtla-timerlat-top"
     rows = re.findall(r"^\s*(\d+) #(\d+)\s*\|((?:\s*\S+){4})\s*\|((?:\s*\S+){4})", last, re.M)
     assert [c.cpu for c in r.cpus] == [int(cpu) for cpu, *_ in rows]
-    for c, (_, count, irq, thread) in zip(r.cpus, rows):
+    for i, (c, (_, count, irq, thread)) in enumerate(zip(r.cpus, rows)):
         cur, low, avg, high = thread.split()
         assert c.count == int(count) and c.max_ns == int(high) * unit and c.min_ns == int(low) * unit
         assert c.sum_ns == int(avg) * unit * int(count)
         s = summarize_cpu(c)
         assert not s.histogram and s.p99_ns is None      # top keeps no histogram
-        assert r.source["other_latencies"]["irq"][0]["max_ns"] == int(irq.split()[3]) * unit
+        assert r.source["other_latencies"]["irq"][i]["max_ns"] == int(irq.split()[3]) * unit
     assert any("counts each CPU's timer IRQs" in w for w in r.warnings)
 
 
@@ -198,3 +198,17 @@ def test_rtla_s_own_error_line_before_its_output_is_named_and_skipped(name, tmp_
     plain = import_file(FIXTURES / name, Store(tmp_path / "p"))
     assert [c.to_dict() for c in r.cpus] == [c.to_dict() for c in plain.cpus]
     assert any(w.startswith(f"line 1 ('{said[:39]}") and "skipped" in w for w in r.warnings), r.warnings
+
+
+def test_a_top_stopped_at_its_threshold_keeps_rtla_s_analysis(tmp_path):
+    """The EXAMPLE of the kernel's Documentation/tools/rtla/rtla-timerlat-top.rst
+    (an older rtla: no ALL line), a -a 40 run that CPU 23 stopped at 41 µs:
+    the analysis that follows is kept as --trace keeps it, naming the thread
+    that blocked the timer IRQ, and the run is said to be cut short."""
+    r = import_file(FIXTURES / "docs-top-a40.txt", Store(tmp_path))
+    assert [c.cpu for c in r.cpus] == list(range(1, 24)) and r.cpus[-1].max_ns == 41_000
+    assert r.source["command_line"] == "timerlat -a 40 -c 1-23 -q"
+    [spike] = r.trace["spikes"]
+    assert spike["cpu"] == 23 and spike["total_us"] == 41.96 and "objtool:49256" in spike["culprit"]
+    assert r.trace["max_idle_exit"] == {"us": 17.48, "cpu": 4}
+    assert any("stopped itself at its -a/-T/-i threshold" in w for w in r.warnings)

@@ -41,7 +41,7 @@ from typing import Any
 
 from ..hist import Histogram
 from ..model import CpuResult
-from ..timerlat import culprit, parse
+from ..timerlat import culprit, idle_exit, parse
 from .common import MAX_DIGITS, MAX_VALUE, NS, US, Parsed, Source, clean_line, snippet
 
 HIST_TITLE = "# RTLA timerlat histogram"
@@ -56,7 +56,7 @@ UNIT_RE = re.compile(r"# Time unit is (?:microseconds \(us\)|(nanoseconds) \(ns\
 DURATION_RE = re.compile(r"# Duration:\s*(\d{1,6}) (\d\d):(\d\d):(\d\d)")
 MISSED_RE = re.compile(r"(?:\d{1,20} \([0-9.]{1,12}%\)|unknown number of) events missed, results might not be accurate")
 STOP_LINE = "rtla timerlat hit stop tracing"
-CMD_RE = re.compile(r"(?:\S*[#$>]\s+)?(?:sudo\s+(?:-\S+\s+)*)?(?:\S*/)?(rtla\s+timerlat\s.*)")
+CMD_RE = re.compile(r"(?:\S*[#$>]\s+)?(?:sudo\s+(?:-\S+\s+)*)?(?:\S*/)?((?:rtla\s+)?timerlat\s.*)")
 ROW_RE = re.compile(r"(0|[1-9][0-9]*)\s")
 EMPTY_MIN = str(2**64 - 1)     # older rtla's min of a column without samples (~0ULL)
 CONTEXTS = {"IRQ": "irq", "Thr": "thread", "Usr": "user"}
@@ -412,7 +412,9 @@ def _others(s: HistScan) -> dict[str, list[dict[str, Any]]]:
 
 def analysis(lines: list[str]) -> dict[str, Any]:
     """rtla's auto-analysis after a stop, as `latency --trace` keeps it."""
-    spikes = parse("\n".join(lines))
+    text = "\n".join(lines)
+    spikes = parse(text)
     for sp in spikes:
         sp["t_s"], sp["culprit"] = None, culprit(sp)
-    return {"rtla_runs": 1, "spikes": spikes, "max_idle_exit": None, "limit_reached": False, "failed": None}
+    return {"rtla_runs": 1, "spikes": spikes, "max_idle_exit": idle_exit(text), "limit_reached": False,
+            "failed": None}

@@ -45,7 +45,7 @@ CPU_RE = re.compile(rf"(\d{{1,5}}) #(-?\d{{1,{MAX_DIGITS}}})\s*\|((?:\s*{VALUE})
                     rf"(?:\s*\|((?:\s*{VALUE}){{4}}))?")
 RULE_RE = re.compile(r"-+(?:\|-+)+")
 ALL_RE = re.compile(rf"ALL #\d{{1,{MAX_DIGITS}}}\s+e\d{{1,3}}\s*\|.*")
-CMD_RE = re.compile(r"(?:\S*[#$>]\s+)?(?:sudo\s+(?:-\S+\s+)*)?(?:\S*/)?(rtla\s+timerlat\s.*)")
+CMD_RE = re.compile(r"(?:\S*[#$>]\s+)?(?:sudo\s+(?:-\S+\s+)*)?(?:\S*/)?((?:rtla\s+)?timerlat\s.*)")
 EXPECTED_TOP = ("a line of rtla timerlat top's output (its 'Timer Latency' header, 'CPU COUNT', a line per CPU, "
                 "'ALL #')")
 
