@@ -19,6 +19,8 @@ from rtforge.results.store import Store
 
 GOLDEN = Path(__file__).parents[2] / "golden" / "cyclictest"
 GOLDEN_FILES = sorted(p for p in GOLDEN.iterdir() if p.suffix in (".txt", ".csv", ".json"))
+# real rtla outputs (tests/fixtures/rtla/import): their reader is fuzzed with the same mutations
+RTLA_FILES = sorted((Path(__file__).parents[2] / "fixtures" / "rtla" / "import").glob("*.txt"))
 ERROR_RE = re.compile(r"rtforge: error: (?P<file>.+?):(?P<line>\d+): (?P<what>[^\n]+)\n")
 
 
@@ -210,7 +212,7 @@ CHUNKS = CHUNKS | st.binary(max_size=8)
 
 
 @FUZZ
-@given(st.sampled_from(GOLDEN_FILES),
+@given(st.sampled_from(GOLDEN_FILES + RTLA_FILES),
        st.lists(st.tuples(st.integers(0, 5), st.integers(0, 10**6), st.integers(0, 10**6), CHUNKS), min_size=1,
                 max_size=6))
 # found by the fuzz (2026-11-25): the '# Thread 0:' line damaged, no thread list left -> TypeError in max()

@@ -41,8 +41,9 @@ HEAD_RE = re.compile(r"(\d{1,6}) (\d\d):(\d\d):(\d\d)\s*\|\s*IRQ Timer Latency \
                      r"Latency \((?:us|ns)\)(\s*\|\s*Ret user Timer Latency \((?:us|ns)\))?")
 COLUMNS_RE = re.compile(r"CPU COUNT\s*\|(?:\s*cur\s+min\s+avg\s+max\s*\|?)+")
 VALUE = rf"(?:-?[0-9]{{1,{MAX_DIGITS}}}|-)"
-CPU_RE = re.compile(rf"(\d{{1,5}}) #(-?\d{{1,{MAX_DIGITS}}})\s*\|((?:\s*{VALUE}){{4}})\s*\|((?:\s*{VALUE}){{4}})"
-                    rf"(?:\s*\|((?:\s*{VALUE}){{4}}))?")
+# four values, '%9llu ' each: a 9-digit one touches the '|' before it, never its neighbour
+FOUR = rf"(\s*{VALUE}(?:\s+{VALUE}){{3}})"
+CPU_RE = re.compile(rf"(\d{{1,5}}) #(-?\d{{1,{MAX_DIGITS}}})\s*\|{FOUR}\s*\|{FOUR}(?:\s*\|{FOUR})?")
 RULE_RE = re.compile(r"-+(?:\|-+)+")
 ALL_RE = re.compile(rf"ALL #\d{{1,{MAX_DIGITS}}}\s+e\d{{1,3}}\s*\|.*")
 CMD_RE = re.compile(r"(?:\S*[#$>]\s+)?(?:sudo\s+(?:-\S+\s+)*)?(?:\S*/)?((?:rtla\s+)?timerlat\s.*)")
