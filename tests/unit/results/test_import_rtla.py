@@ -18,7 +18,8 @@ from rtforge.results.stats import summarize_cpu
 from rtforge.results.store import Store
 
 FIXTURES = Path(__file__).parents[2] / "fixtures" / "rtla" / "import"
-HISTS = sorted(p.name for p in FIXTURES.glob("hist*.txt") if p.name != "hist-noheader.txt")
+REFUSED = {"hist-noheader.txt": "--no-header", "hist-noindex-zeros.txt": "--no-index"}
+HISTS = sorted(p.name for p in FIXTURES.glob("hist*.txt") if p.name not in REFUSED)
 TOPS = sorted(p.name for p in FIXTURES.glob("top*.txt")) + ["docs-top-a40.txt"]
 
 
@@ -117,10 +118,13 @@ def test_osnoise_output_is_refused_in_one_sentence(name, tmp_path, capsys):
     assert Store(tmp_path).list() == []
 
 
-def test_no_header_output_is_refused_naming_what_it_lacks(tmp_path, capsys):
-    assert main(["import", str(FIXTURES / "hist-noheader.txt"), "--results-dir", str(tmp_path)]) == 2
+@pytest.mark.parametrize("name", REFUSED)
+def test_output_without_its_headers_or_index_is_refused_naming_what_it_lacks(name, tmp_path, capsys):
+    """--no-header leaves the columns unnamed; --no-index (which rtla allows
+    only with --with-zeros) leaves the rows without their bucket."""
+    assert main(["import", str(FIXTURES / name), "--results-dir", str(tmp_path)]) == 2
     err = capsys.readouterr().err
-    assert f"{FIXTURES / 'hist-noheader.txt'}:1: " in err and "--no-header" in err and err.count("\n") == 1
+    assert f"{FIXTURES / name}:" in err and REFUSED[name] in err and err.count("\n") == 1, err
 
 
 def _as_rtla_61(text: str) -> str:
@@ -211,4 +215,19 @@ def test_a_top_stopped_at_its_threshold_keeps_rtla_s_analysis(tmp_path):
     [spike] = r.trace["spikes"]
     assert spike["cpu"] == 23 and spike["total_us"] == 41.96 and "objtool:49256" in spike["culprit"]
     assert r.trace["max_idle_exit"] == {"us": 17.48, "cpu": 4}
+    assert any("stopped itself at its -a/-T/-i threshold" in w for w in r.warnings)
+
+
+def test_a_hist_stopped_at_its_threshold_keeps_rtla_s_analysis(tmp_path):
+    """hist-stop.txt: -T 30000 stopped the run after a second, CPU 0's thread
+    281,272 µs late (its Thr max); the analysis that follows names the part
+    that took the time, and the run is said to be cut short."""
+    text = (FIXTURES / "hist-stop.txt").read_text()
+    thr_max = int(columns(text)["Thr-000"]["summary"]["max"])
+    r = import_file(FIXTURES / "hist-stop.txt", Store(tmp_path))
+    assert r.cpus[0].max_ns == thr_max * 1000
+    [spike] = r.trace["spikes"]
+    assert spike["cpu"] == 0 and spike["kind"] == "thread" and int(spike["total_us"]) == thr_max
+    idle = re.search(r"Max timerlat IRQ latency from idle: ([0-9.]+) us in cpu (\d+)", text)
+    assert r.trace["max_idle_exit"] == {"us": float(idle[1]), "cpu": int(idle[2])}
     assert any("stopped itself at its -a/-T/-i threshold" in w for w in r.warnings)
