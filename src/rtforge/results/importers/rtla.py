@@ -115,8 +115,9 @@ class HistScan:
 
 
 def _number(src: Source, no: int, text: str, what: str, dash: bool = False) -> str:
-    """A count or latency as printed: digits (bounded), '-' where allowed, or older rtla's empty min."""
-    if text == "-" and dash or text == EMPTY_MIN:
+    """A count or latency as printed: digits (bounded), or where a latency may
+    be missing '-' or older rtla's min of an empty column."""
+    if dash and text in ("-", EMPTY_MIN):
         return text
     if text.startswith("-") and text[1:].isdigit():
         raise src.error(no, f"{what} is negative ({text}): rtla's 32-bit counter wrapped past 2^31 samples, so "
