@@ -132,8 +132,9 @@ def scan_hist(src: Source) -> HistScan:  # noqa: C901 -- one branch per kind of 
     phase = "head"
     for no, raw in src.lines():
         line = raw.rstrip()
-        if s.stopped:  # the auto-analysis after a stop: rtla's own report, kept as text
-            s.analysis.append(line)
+        if s.stopped:  # the auto-analysis after a stop: rtla's own report, kept as text (bounded)
+            if len(s.analysis) < MAX_ANALYSIS_LINES:
+                s.analysis.append(line)
             continue
         text = line.strip()
         if not text:
@@ -199,6 +200,7 @@ def scan_hist(src: Source) -> HistScan:  # noqa: C901 -- one branch per kind of 
 
 
 MAX_PREAMBLE = 10
+MAX_ANALYSIS_LINES = 200_000   # rtla's analysis of a stop: some 30 lines per CPU, for thousands of CPUs
 
 
 def _preamble(s: HistScan) -> None:

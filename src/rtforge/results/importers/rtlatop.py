@@ -35,7 +35,7 @@ from typing import Any
 from ..hist import Histogram
 from ..model import CpuResult
 from .common import MAX_DIGITS, NS, US, Parsed, Source, clean_line, snippet
-from .rtla import MISSED_RE, OSNOISE, OSNOISE_RE, STOP_LINE, TOP_TITLE_RE, analysis
+from .rtla import MAX_ANALYSIS_LINES, MISSED_RE, OSNOISE, OSNOISE_RE, STOP_LINE, TOP_TITLE_RE, analysis
 
 HEAD_RE = re.compile(r"(\d{1,6}) (\d\d):(\d\d):(\d\d)\s*\|\s*IRQ Timer Latency \((us|ns)\)\s*\|\s*Thread Timer "
                      r"Latency \((?:us|ns)\)(\s*\|\s*Ret user Timer Latency \((?:us|ns)\))?")
@@ -60,7 +60,8 @@ def read_top(src: Source) -> Parsed:  # noqa: C901 -- one branch per kind of lin
     preamble: list[tuple[int, str]] = []
     for no, raw in src.lines():
         if stopped:
-            analysed.append(raw)
+            if len(analysed) < MAX_ANALYSIS_LINES:
+                analysed.append(raw)
             continue
         if "\x1bc" in raw:   # a redraw: the terminal is reset, a new block starts
             raw = raw.replace("\x1bc", "")
