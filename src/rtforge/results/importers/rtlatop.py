@@ -55,7 +55,9 @@ def read_top(src: Source) -> Parsed:  # noqa: C901 -- one branch per kind of lin
     block: dict[str, Any] | None = None
     last: dict[str, Any] | None = None
     command = None
-    stopped, analysed, warnings = False, [], []
+    stopped = False
+    analysed: list[str] = []
+    warnings: list[str] = []
     stray: tuple[int, str] | None = None
     preamble: list[tuple[int, str]] = []
     for no, raw in src.lines():
