@@ -10,6 +10,7 @@ user means as a number here.
 
 from __future__ import annotations
 
+import math
 import re
 
 from .errors import UserError
@@ -74,3 +75,24 @@ def format_span(seconds: float) -> str:
     s = int(round(seconds))
     parts = [(s // 86400, "d"), (s % 86400 // 3600, "h"), (s % 3600 // 60, "m"), (s % 60, "s")]
     return "".join(f"{n}{u}" for n, u in parts if n) or "0s"
+
+
+def format_ratio(value: float, boundaries: tuple[float, ...] = (1.0,)) -> str:
+    """A ratio with one decimal ('3.2'), or as many more as it takes (up to
+    four) never to show a boundary a decision uses, or its far side: a
+    margin of 1.99 is not '2.0' (tight means under 2), 1.04 is not '1.0'
+    (on time means at most 1).  Past four decimals the value is cut towards
+    its own side of the boundary, never rounded across it."""
+    if value == float("inf"):
+        return "∞"
+    for digits in range(1, 5):
+        shown = f"{value:.{digits}f}"
+        crossed = [b for b in boundaries if _side(float(shown), b) != _side(value, b)]
+        if not crossed:
+            return shown
+    cut = math.ceil(value * 10**4) if value > crossed[0] else math.floor(value * 10**4)
+    return f"{cut / 10**4:.4f}"
+
+
+def _side(value: float, boundary: float) -> int:
+    return (value > boundary) - (value < boundary)

@@ -167,7 +167,10 @@ def test_an_odd_start_time_in_a_json_file_is_left_unknown(tmp_path, store, value
     path = tmp_path / "odd.json"
     path.write_text(json.dumps(doc))
     r = import_file(path, store)
-    assert r.duration_s is None and r.start_time    # the file's own time is unusable: its mtime stands in
+    assert r.start_time                             # the file's own time is unusable: its mtime stands in
+    # and its length is the one its wake-ups and interval give, not its times'
+    assert r.config["duration_source"] == "cycles × interval"
+    assert r.duration_s == max(c.count for c in r.cpus) * r.config["interval_us"] / 1e6
 
 
 def test_closed_stdout_ascii_terminals_and_an_early_ctrl_c_are_one_line(tmp_path, store):

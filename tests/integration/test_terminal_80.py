@@ -159,3 +159,19 @@ def test_a_runs_progress_line_leaves_nothing_glued_or_past_its_end(tmp_path):
     frames = [(int(a), int(b)) for a, b in re.findall(r"measuring (\d+)/(\d+) s", text)]
     assert frames and all(a <= b for a, b in frames), frames
 
+
+
+def test_show_keeps_lower_bounds_unknown_counts_and_rtla_s_other_latencies(tmp_path):
+    """A CSV import's percentiles are lower bounds ('≥') and its overflow
+    unknown ('?'); an rtla import says what rtla measured beside the thread
+    latency: all of it whole at 80 columns."""
+    store = Store(tmp_path / "results")
+    csv_run = import_file(CORPUS / "civcode-blogcsv-rt.csv", store, label="csv")
+    rtla = Path(__file__).parents[1] / "fixtures" / "rtla" / "import" / "hist.txt"
+    rtla_run = import_file(rtla, store, label="rtla")
+    text = at_80(store, "show", csv_run.run_id)
+    rows = [[c.strip() for c in line.split("│")] for line in text.splitlines() if "│" in line]
+    assert rows and all(any(c.startswith("≥") for c in row) and row[-1] == "?" for row in rows), text
+    text = at_80(store, "show", rtla_run.run_id)
+    irq_max = int(re.search(r"^max:\s+(\d+)", rtla.read_text(), re.M)[1])   # the IRQ column comes first
+    assert f"rtla also measured: timer IRQ latency max {irq_max:,}.0 µs (CPU 0)" in text, text

@@ -17,7 +17,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from ..results.display import clean, known, loads_text, priority_text
+from ..results.display import clean, known, loads_text, other_latencies_line, priority_text
 from ..results.model import RunResult
 from ..results.stats import irq_summary, percentile_text, summarize_all, summarize_cpu, telemetry_summary
 from ..results.timerlat import spike_lines
@@ -42,6 +42,13 @@ def us(ns: int | float | None, *, beyond: bool = False) -> str:
 
 def _count(n: int | None) -> str:
     return "–" if n is None else f"{n:,}"
+
+
+def _overflow(s) -> str:
+    """Samples beyond the histogram: '?' when the file did not say, '–' without a histogram."""
+    if not s.histogram:
+        return "–"
+    return "?" if s.overflow is None else f"{s.overflow:,}"
 
 
 @dataclass
@@ -105,7 +112,9 @@ def fitted(console: Console, cols: list[Col], rows: list[list[object]], *, style
 
 def run_header(r: RunResult) -> str:
     s, c = r.system, r.config
-    dur = f"{r.duration_s:.0f} s" if r.duration_s is not None else "?"
+    # ≈: an import's length from its wake-ups and interval, not a measured one
+    about = "≈" if c.get("duration_source") else ""
+    dur = "?" if r.duration_s is None else f"{about}{r.duration_s:.{1 if r.duration_s < 1 else 0}f} s"
     interval = "?" if c.get("interval_us") is None else f"{c['interval_us']} µs"
     parts = [
         f"[bold]{shown(r.run_id)}[/bold]" + (f"  “{shown(r.label)}”" if r.label else ""),
@@ -134,7 +143,7 @@ def latency_table(r: RunResult, console: Console | None = None) -> Table:
     threads = bool(r.config.get("cpu_is_thread"))
     cells = [[cell(("thread " if threads and s.cpu != "all" else "") + str(s.cpu)), _count(s.count), us(s.min_ns),
               us(s.avg_ns), *(percentile_text(s, v) for v in (s.p50_ns, s.p99_ns, s.p999_ns, s.p9999_ns)),
-              us(s.max_ns), _count(s.overruns), _count(s.spikes), _count(s.overflow) if s.histogram else "–"]
+              us(s.max_ns), _count(s.overruns), _count(s.spikes), _overflow(s)]
              for s in rows]
     cols = list(LATENCY_COLS)
     if threads:
@@ -144,6 +153,8 @@ def latency_table(r: RunResult, console: Console | None = None) -> Table:
 
 
 def telemetry_line(r: RunResult) -> str:
+    if r.telemetry is None:  # an import, or a run without the monitor: nobody looked at the board
+        return "temperature: not recorded · throttling: not recorded"
     tel = telemetry_summary(r.telemetry)
     if tel["temp_max_mc"] is None:
         temp = "temperature: no sensor"
@@ -191,6 +202,8 @@ def print_result(r: RunResult, console: Console | None = None) -> None:
         console.print(latency_table(r, console))
     else:
         console.print("nothing was measured", style="dim")
+    if others := other_latencies_line(r):
+        console.print(shown(others), highlight=False)
     console.print(shown(telemetry_line(r)), highlight=False)
     if irqs := irq_line(r):
         console.print(shown(irqs), highlight=False)

@@ -10,18 +10,26 @@ from ..results.bench import summarize_bench
 from ..results.display import loads_text
 from ..results.model import RunResult
 from ..results.stats import percentile_text, summarize_all
+from ..units import format_ratio
 
 # (label, summary field); all latencies, lower is better
 METRICS = [("min", "min_ns"), ("avg", "avg_ns"), ("p99", "p99_ns"), ("p99.99", "p9999_ns"), ("max", "max_ns")]
 
 
-def ratio_text(name: str, ratio: float | None) -> str:
-    """ratio = first / this, so > 1 means this run is lower (better)."""
+PERCENTILE_KEYS = ("p99_ns", "p9999_ns")
+
+
+def ratio_text(name: str, ratio: float | None, bound: str | None = None) -> str:
+    """ratio = first / this, so > 1 means this run is lower (better); bound:
+    whose value is only a lower bound ('the first run's', 'a'), which makes no ratio."""
+    if bound:
+        return f"{name} not comparable ({bound} lower bound)"
     if ratio is None:
         return f"{name} n/a"
-    if abs(ratio - 1) < 0.01:
+    if ratio == 1:
         return f"{name} same"
-    return f"{name} {ratio:.1f}× lower" if ratio > 1 else f"{name} {1 / ratio:.1f}× higher"
+    # never '1.0× lower': as many digits as it takes to show which way it goes
+    return f"{name} {format_ratio(ratio)}× lower" if ratio > 1 else f"{name} {format_ratio(1 / ratio)}× higher"
 
 
 def compare_runs(runs: list[RunResult]) -> list[dict[str, Any]]:
@@ -31,9 +39,11 @@ def compare_runs(runs: list[RunResult]) -> list[dict[str, Any]]:
     for r in runs:
         s = summarize_all(r)
         ratios = {}
+        # a percentile that is only a lower bound (the blog CSV) divides into no ratio
+        bound = base.percentiles_lower_bounds or s.percentiles_lower_bounds
         for _, key in METRICS:
             a, b = getattr(base, key), getattr(s, key)
-            ratios[key] = a / b if a and b else None
+            ratios[key] = a / b if a and b and not (bound and key in PERCENTILE_KEYS) else None
         rows.append({
             "run_id": r.run_id,
             "label": r.label,
@@ -48,12 +58,21 @@ def compare_runs(runs: list[RunResult]) -> list[dict[str, Any]]:
             **{key: getattr(s, key) for _, key in METRICS},
             "p99_text": percentile_text(s, s.p99_ns), "p9999_text": percentile_text(s, s.p9999_ns),
             "overflow": s.overflow,
+            "percentiles_lower_bounds": s.percentiles_lower_bounds,
             "overruns": s.overruns,
             "ratio_to_first": ratios,
             "versus_first": "first run" if r is runs[0] else ", ".join(
-                ratio_text(name, ratios[key]) for name, key in METRICS if name in ("p99", "max")),
+                ratio_text(name, ratios[key], _bound(base, s) if key in PERCENTILE_KEYS else None)
+                for name, key in METRICS if name in ("p99", "max")),
         })
     return rows
+
+
+def _bound(base, this) -> str | None:
+    """Whose percentiles are only lower bounds, in the words of the comparison."""
+    if this.percentiles_lower_bounds:
+        return "a"
+    return "the first run's is a" if base.percentiles_lower_bounds else None
 
 
 # -- CPU benchmark runs (kind "bench") ----------------------------------------

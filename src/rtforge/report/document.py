@@ -18,7 +18,16 @@ import jinja2
 
 from .. import __version__, paths
 from ..errors import UserError
-from ..results.display import known, loads_text, md_cell, md_code, md_text, priority_text, run_command
+from ..results.display import (
+    known,
+    loads_text,
+    md_cell,
+    md_code,
+    md_text,
+    other_latencies_line,
+    priority_text,
+    run_command,
+)
 from ..results.model import RunResult
 from ..results.stats import percentile_text, summarize_cpu, telemetry_summary
 from ..results.timerlat import spike_lines
@@ -50,7 +59,8 @@ def system_row(r: RunResult) -> dict[str, Any]:
         "preempt_model": known(s.get("preempt_model")),
         "board": s.get("board_model") or s.get("cpu_model") or s.get("machine") or "?",
         "loads": loads_text(c).replace(",", ", "),
-        "duration": "?" if r.duration_s is None else f"{r.duration_s:,.0f} s",
+        "duration": "?" if r.duration_s is None else
+        f"{'≈' if c.get('duration_source') else ''}{r.duration_s:,.{1 if r.duration_s < 1 else 0}f} s",
         "interval": "?" if c.get("interval_us") is None else f"{c['interval_us']} µs",
         "priority": priority_text(c),
         "cpus": ",".join(map(str, c.get("cpus") or [])) or "?",
@@ -65,16 +75,18 @@ def telemetry_row(r: RunResult) -> dict[str, Any]:
     tel = r.telemetry or {}
     t = telemetry_summary(tel)
     freqs = [v for col in (tel.get("freq_khz") or {}).values() for v in col]
+    # no telemetry at all (an import): nobody observed the board, which says nothing of its sensors
+    absent = "not recorded" if r.telemetry is None else None
     return {
         "run": r.label or r.run_id,
-        "temperature": "no sensor"
-        if t["temp_max_mc"] is None
-        else f"{t['temp_min_mc'] / 1000:.1f}–{t['temp_max_mc'] / 1000:.1f} °C",
-        "frequency": _range(freqs, 1000) + (" MHz" if freqs else ""),
-        "throttling": "not reported"
-        if t["throttled_seen"] is None
-        else (", ".join(t["throttle_flags"]) if t["throttled_seen"] else "none seen"),
-        "load1": _range(tel.get("load1") or [], 1, "{:.2f}"),
+        "temperature": absent or ("no sensor"
+                                  if t["temp_max_mc"] is None
+                                  else f"{t['temp_min_mc'] / 1000:.1f}–{t['temp_max_mc'] / 1000:.1f} °C"),
+        "frequency": absent or (_range(freqs, 1000) + (" MHz" if freqs else "")),
+        "throttling": absent or ("not reported"
+                                 if t["throttled_seen"] is None
+                                 else (", ".join(t["throttle_flags"]) if t["throttled_seen"] else "none seen")),
+        "load1": absent or _range(tel.get("load1") or [], 1, "{:.2f}"),
     }
 
 
@@ -113,6 +125,7 @@ def context(runs: list[RunResult], cycle_ns: int | None) -> dict[str, Any]:
         "comparison": compare_runs(runs) if len(runs) > 1 else [],
         "telemetry": [telemetry_row(r) for r in runs],
         "traced": [(r.label or r.run_id, spike_lines(r.trace)) for r in runs if r.trace is not None],
+        "others": [(r.label or r.run_id, line) for r in runs if (line := other_latencies_line(r))],
         "runs": runs,
         "us": _us,
         "known": known,

@@ -27,7 +27,7 @@ from typing import Any
 
 from ..results.model import RunResult
 from ..results.stats import merged_histogram, summarize_all
-from ..units import format_ns, format_span, parse_duration_ns
+from ..units import format_ns, format_ratio, format_span, parse_duration_ns
 
 LONG_ENOUGH_S = 3600
 TIGHT_MARGIN = 2.0   # more than half of each cycle lost to wake-up latency
@@ -45,8 +45,10 @@ def report_warnings(run: RunResult) -> list[str]:
         warn.append("measured inside QEMU: the latencies are emulation noise and say nothing about the hardware; "
                     "measure on the board with `rtforge latency HOST`")
     if run.duration_s is not None and run.duration_s < LONG_ENOUGH_S:
+        how = (" (its wake-ups times their interval: the file states no duration)"
+               if run.config.get("duration_source") == "cycles × interval" else "")
         warn.append(
-            f"the run lasted {_lasted(run.duration_s)}: too short to meet the rare events that set the worst "
+            f"the run lasted {_lasted(run.duration_s)}{how}: too short to meet the rare events that set the worst "
             "case; measure for hours (OSADL runs 100 million cycles, 5.5 h at 200 µs), e.g. --duration 6h"
         )
     priority, policy = run.config.get("priority"), run.config.get("policy")
@@ -71,6 +73,7 @@ class Verdict:
     overruns: int
     p95_bound: float | None     # per-cycle probability bound when none was above
     warnings: list[str] = field(default_factory=list)
+    above_at_most: int | None = None  # upper bound when above is not exact (None: none known)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -89,9 +92,9 @@ def verdict(run: RunResult, cycle_ns: int) -> Verdict:
     worst, n, overruns = s.max_ns, s.count, s.overruns or 0
     warnings = list(run.warnings) + report_warnings(run)
 
-    def make(status, sentence, *, margin=None, above=0, exact=True, bound=None, worst_ns=worst):
+    def make(status, sentence, *, margin=None, above=0, exact=True, bound=None, worst_ns=worst, at_most=None):
         return Verdict(run.run_id, run.label, cycle_ns, status, sentence, worst_ns, margin, n, above, exact,
-                       overruns, bound, warnings)
+                       overruns, bound, warnings, at_most)
 
     if n == 0:
         return make("unknown", f"cannot be judged for a {cyc} cycle: no wake-ups were measured")
@@ -103,19 +106,19 @@ def verdict(run: RunResult, cycle_ns: int) -> Verdict:
         return _unknown_max(run, cycle_ns, make)
     interval_ns = (run.config.get("interval_us") or 0) * 1000
     missed = overruns if interval_ns and interval_ns >= cycle_ns else 0
-    above, exact = (0, True) if worst <= cycle_ns else merged_histogram(run).count_above(cycle_ns)
-    if worst > cycle_ns:
-        above = max(above, 1)  # the max itself was above
+    late = late_count(run, cycle_ns)
+    above, exact = late.at_least, late.exact
     margin = cycle_ns / worst if worst else float("inf")
     note = _partial_note(run)
     if above or missed:
         parts = []
         if above:
-            parts.append(f"{'' if exact else 'at least '}{above:,} of {n:,} wake-ups came later than the cycle time")
+            parts.append(f"{'' if exact else 'at least '}{above:,} of {n:,} wake-ups came later than the cycle time"
+                         + late.why())
         if missed:
             parts.append(f"{missed:,} periods of {format_ns(interval_ns)} were missed entirely")
         return make("fail", f"fails a {cyc} cycle: {' and '.join(parts)} (worst {_us(worst)}){note}",
-                    margin=margin, above=above, exact=exact)
+                    margin=margin, above=above, exact=exact, at_most=None if exact else late.at_most)
     bound = 1 - 0.05 ** (1 / n)
     status = "tight" if margin < TIGHT_MARGIN else "pass"
     head = "passes, but tightly," if status == "tight" else "passes"
@@ -125,6 +128,64 @@ def verdict(run: RunResult, cycle_ns: int) -> Verdict:
     if status == "tight":
         sentence += " (more than half of each cycle can be lost to wake-up latency)"
     return make(status, sentence, margin=margin, bound=bound)
+
+
+@dataclass
+class Late:
+    """Wake-ups later than the cycle time, counted thread by thread."""
+
+    at_least: int = 0
+    at_most: int = 0
+    beyond: int = 0             # of them, samples beyond a histogram's range (their values lost)
+    unkept: int = 0             # of them, samples of threads that kept no histogram at all
+
+    @property
+    def exact(self) -> bool:
+        return self.at_least == self.at_most
+
+    def why(self) -> str:
+        """What makes the count a bound, in words ('' when it is exact)."""
+        if self.exact:
+            return ""
+        if self.unkept and not self.beyond:
+            return f" (at most {self.at_most:,}: no histogram was kept, only each thread's maximum is known)"
+        if self.beyond:
+            return (f" (at most {self.at_most:,}: {self.beyond:,} fell beyond the histogram, where only each "
+                    "thread's maximum is known)")
+        return f" (at most {self.at_most:,}: a histogram bucket spans the cycle time)"
+
+
+def late_count(run: RunResult, cycle_ns: int) -> Late:
+    """Wake-ups later than cycle_ns, from each thread's histogram and maximum.
+
+    Per thread: none when its maximum is within the cycle; else the buckets
+    wholly above count, a bucket straddling the cycle time and the samples
+    beyond the histogram's range (when the cycle lies beyond it) may or may
+    not, and the maximum itself was late: at least one.  Summed over the
+    threads, so three threads whose maxima were late make "at least 3"."""
+    late = Late()
+    for c in run.cpus:
+        if not c.count or (c.max_ns is not None and c.max_ns <= cycle_ns):
+            continue
+        h = c.hist
+        sure = int(h.count[h.lo_ns > cycle_ns].sum())
+        maybe = int(h.count[(h.lo_ns <= cycle_ns) & (h.hi_ns > cycle_ns)].sum())
+        beyond = 0
+        if h.overflow:
+            if h.range_max_ns is not None and cycle_ns <= h.range_max_ns:
+                sure += h.overflow
+            else:
+                beyond = h.overflow
+        least = sure
+        if c.max_ns is not None and c.max_ns > cycle_ns and least == 0:
+            least = 1  # the maximum was late, wherever the histogram put it
+        late.at_least += least
+        late.at_most += max(least, sure + maybe + beyond)
+        if h.kept:
+            late.beyond += beyond
+        else:
+            late.unkept += beyond
+    return late
 
 
 def _lasted(seconds: float) -> str:
@@ -138,7 +199,8 @@ def _us(ns: int) -> str:
 
 
 def _margin(margin: float) -> str:
-    return "∞" if margin == float("inf") else f"{margin:.1f}×"
+    """Never rounded onto or across a boundary of the rules (1: late, 2: tight)."""
+    return format_ratio(margin, (1.0, TIGHT_MARGIN)) + ("" if margin == float("inf") else "×")
 
 
 def _unknown_max(run: RunResult, cycle_ns: int, make) -> Verdict:

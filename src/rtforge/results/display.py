@@ -83,3 +83,27 @@ def run_command(run) -> tuple[str, bool]:
         return text, bool(text)
     foreign = (run.source or {}).get("command_line") or run.reproducer or " ".join(run.engine_argv)
     return foreign or "", False
+
+
+_CONTEXT_NAMES = {"irq": "timer IRQ latency", "user": "return-to-user latency"}
+
+
+def other_latencies_line(run) -> str | None:
+    """What rtla measured beside the thread latency (an import of its output):
+    'rtla also measured: timer IRQ latency max 13,418.0 µs (CPU 0), ...'.
+    Read from a stored result: whatever is not the expected shape is left out."""
+    others = (run.source or {}).get("other_latencies") if isinstance(run.source, dict) else None
+    if not isinstance(others, dict):
+        return None
+    parts = []
+    for key, name in _CONTEXT_NAMES.items():
+        rows = [o for o in others.get(key) or [] if isinstance(o, dict)]
+        if not rows:
+            continue
+        maxes = [(o["max_ns"], o.get("cpu")) for o in rows if isinstance(o.get("max_ns"), int)]
+        if not maxes:
+            parts.append(f"{name}: no sample")
+            continue
+        worst, cpu = max(maxes, key=lambda m: m[0])
+        parts.append(f"{name} max {worst / 1000:,.1f} µs (CPU {clean(cpu)})")
+    return "rtla also measured: " + ", ".join(parts) if parts else None

@@ -48,16 +48,22 @@ class Histogram:
     count: np.ndarray      # int64
     overflow: int = 0      # samples above range_max_ns, values unknown
     range_max_ns: int | None = None  # None: the histogram cannot overflow
+    # False when the file a run came from lost the count of samples beyond the
+    # range (the blog CSV keeps no summary lines): overflow is then 0 by
+    # construction, not by measurement, and every percentile a lower bound
+    overflow_known: bool = True
 
     @classmethod
-    def from_buckets(cls, buckets, overflow: int = 0, range_max_ns: int | None = None) -> Histogram:
+    def from_buckets(cls, buckets, overflow: int = 0, range_max_ns: int | None = None,
+                     overflow_known: bool = True) -> Histogram:
         import numpy as np
         arr = np.asarray(buckets, dtype=np.uint64).reshape(-1, 3)
         # uint64 -> int64 is safe for any real latency (< 292 years).
         arr = arr.astype(np.int64)
         order = np.argsort(arr[:, 0], kind="stable")
         arr = arr[order]
-        return cls(arr[:, 0].copy(), arr[:, 1].copy(), arr[:, 2].copy(), int(overflow), range_max_ns)
+        return cls(arr[:, 0].copy(), arr[:, 1].copy(), arr[:, 2].copy(), int(overflow), range_max_ns,
+                   overflow_known)
 
     @classmethod
     def empty(cls) -> Histogram:
@@ -131,4 +137,5 @@ class Histogram:
         counts = np.zeros(len(keys), dtype=np.int64)
         np.add.at(counts, inv, cnt)
         rng = self.range_max_ns if self.range_max_ns == other.range_max_ns else None
-        return Histogram(keys.astype(np.int64), his, counts, self.overflow + other.overflow, rng)
+        return Histogram(keys.astype(np.int64), his, counts, self.overflow + other.overflow, rng,
+                         self.overflow_known and other.overflow_known)

@@ -21,6 +21,10 @@ removed or changes meaning; ``from_dict`` must keep reading every version):
               gains per-CPU `irqs` and `irq_thread_pct`, `irq_thread_top`,
               `irq_thread_top_pct` (probe_output.py).  Older files read
               with None / without them.
+  5  2026-11  `cpus[].hist.overflow` may be null: the file a run was imported
+              from does not say how many samples fell beyond its histogram
+              (the blog CSV); its percentiles are then lower bounds.
+              Older files always hold a count.
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ from ..errors import UserError
 from .hist import Histogram
 from .schema import Damaged, check_result
 
-FORMAT_VERSION = 4
+FORMAT_VERSION = 5
 MAX_LABEL = 200   # characters of a run's label: a name to type and to show in a table, not a note
 
 
@@ -53,7 +57,7 @@ class CpuResult:
         d = {k: v for k, v in asdict(self).items() if k != "hist"}
         d["hist"] = {
             "buckets": self.hist.to_buckets(),
-            "overflow": self.hist.overflow,
+            "overflow": self.hist.overflow if self.hist.overflow_known else None,
             "range_max_ns": self.hist.range_max_ns,
         }
         return d
@@ -61,7 +65,9 @@ class CpuResult:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> CpuResult:
         h = d["hist"]
-        hist = Histogram.from_buckets(h["buckets"], h.get("overflow", 0), h.get("range_max_ns"))
+        overflow = h.get("overflow", 0)
+        hist = Histogram.from_buckets(h["buckets"], overflow or 0, h.get("range_max_ns"),
+                                      overflow_known=overflow is not None)
         fields: dict[str, Any] = {k: d.get(k) for k in ("cpu", "count", "min_ns", "max_ns", "sum_ns", "overruns",
                                                           "spikes")}
         return cls(hist=hist, spikes_dropped=d.get("spikes_dropped", 0), **fields)

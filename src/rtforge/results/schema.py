@@ -115,7 +115,7 @@ CPU = {
 }
 HIST = {
     "buckets": list_of(lambda b: isinstance(b, list) and len(b) == 3 and all(COUNT(x) for x in b) and b[0] <= b[1]),
-    "overflow": COUNT, "range_max_ns": opt(INT),
+    "overflow": opt(COUNT), "range_max_ns": opt(INT),
 }
 SOURCE = {"file": opt(STR), "sha256": opt(STR), "format": opt(STR)}
 OWNER = {"pid": COUNT, "start_ticks": opt(INT), "boot_id": opt(STR)}
@@ -179,7 +179,7 @@ def _check_cpus(cpus: list) -> None:
         _fields(f"cpus[{i}].hist", c["hist"], HIST)
         if "buckets" not in c["hist"]:
             raise Damaged(f"cpus[{i}].hist lacks 'buckets'")
-        if sum(b[2] for b in c["hist"]["buckets"]) + c["hist"].get("overflow", 0) > INT_MAX:
+        if sum(b[2] for b in c["hist"]["buckets"]) + (c["hist"].get("overflow") or 0) > INT_MAX:
             raise Damaged(f"cpus[{i}].hist holds more samples than any run can have")
 
 

@@ -32,9 +32,10 @@ class CpuSummary:
     p9999_ns: int | None
     max_ns: int | None
     overruns: int | None
-    overflow: int
+    overflow: int | None        # None: the file did not say (an import that lost cyclictest's summary)
     spikes: int | None
     histogram: bool = True      # False: no histogram was kept, so every percentile is unknown
+    percentiles_lower_bounds: bool = False  # samples beyond the range may be missing: the true ones are higher
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -46,15 +47,17 @@ def _summary(cpu, count, min_ns, max_ns, sum_ns, overruns, hist: Histogram, spik
     return CpuSummary(
         cpu=cpu, count=count, min_ns=min_ns, avg_ns=avg,
         p50_ns=q["p50"], p99_ns=q["p99"], p999_ns=q["p999"], p9999_ns=q["p9999"],
-        max_ns=max_ns, overruns=overruns, overflow=hist.overflow, spikes=spikes, histogram=hist.kept,
+        max_ns=max_ns, overruns=overruns, overflow=hist.overflow if hist.overflow_known else None, spikes=spikes,
+        histogram=hist.kept, percentiles_lower_bounds=not hist.overflow_known,
     )
 
 
 def percentile_text(s: CpuSummary, value_ns: int | None, fmt=lambda ns: f"{ns / 1000:.1f}") -> str:
-    """A percentile for people: its value, '–' without samples, 'unknown'
-    without a histogram, '> range' when it lies among overflowed samples."""
+    """A percentile for people: its value ('≥' before it when it is a lower
+    bound), '–' without samples, 'unknown' without a histogram, '> range'
+    when it lies among overflowed samples."""
     if value_ns is not None:
-        return fmt(value_ns)
+        return ("≥" if s.percentiles_lower_bounds else "") + fmt(value_ns)
     if not s.count:
         return "–"
     return "> range" if s.histogram else "unknown"
@@ -195,6 +198,8 @@ def show_dict(result: RunResult) -> dict[str, Any]:
         "telemetry": telemetry_summary(result.telemetry),
         "interrupts": irq_summary(result.series),
         "traced_spikes": spike_lines(result.trace, n=len((result.trace or {}).get("spikes") or [])),
+        # rtla's IRQ and return-to-user latencies beside the thread's (an import of its output)
+        "other_latencies": (result.source or {}).get("other_latencies") if isinstance(result.source, dict) else None,
         "warnings": result.warnings,
         "reproducer": result.reproducer,
     }

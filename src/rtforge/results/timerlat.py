@@ -119,6 +119,12 @@ def parse(text: str) -> list[dict[str, Any]]:
     return [s for s in spikes if s["total_us"] is not None]  # a block cut off by a kill is not a result
 
 
+def idle_exit(text: str) -> dict[str, Any] | None:
+    """rtla's 'Max timerlat IRQ latency from idle: X us in cpu N', the worst of them."""
+    found = [{"us": float(m.group(1)), "cpu": int(m.group(2))} for m in _IDLE.finditer(text)]
+    return max(found, key=lambda f: f["us"]) if found else None
+
+
 def culprit(s: dict[str, Any]) -> str:
     """Where the spike's time went, in one line: the largest part, and who."""
     parts = {k: v["us"] for k, v in s["parts"].items() if v.get("us") is not None}

@@ -39,6 +39,11 @@ sed -i '1i time,core1,core2' recipe-tty.csv
 cyclictest -m -i200 -t2 -D 1 > other.txt
 # Only the '#' lines (grep '^#'), as Pi scripts keep a summary: no histogram rows
 grep '^#' hist.txt > summary-lines.txt
+# -v: a line per wake-up ("thread:cycle:value"), after a header; with -q the
+# final status lines follow; -N: the values in ns
+ct -v -l 1000 > verbose.txt
+ct -v -q -l 1000 > verbose-quiet.txt
+ct -v -N -l 300 > verbose-nsecs.txt
 # A saved terminal session: the prompt line with the command, then its output;
 # -a 1 pins the one thread to CPU 1, which the command line alone tells
 cmd="cyclictest -m -p90 -i200 -t1 -a 1 -h 100 -q -D 1"

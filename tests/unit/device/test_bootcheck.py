@@ -386,3 +386,21 @@ def test_dirfiles_stays_inside_the_partition(tmp_path):
     (tmp_path / "boot" / "link").symlink_to(tmp_path / "secret")
     files = DirFiles(tmp_path / "boot")
     assert files.read("../secret") is None and not files.exists("link") and files.read("/") is None
+
+
+@pytest.mark.parametrize("content, warns", [
+    (b"", False),                                     # unreadable as either (an empty or unknown image)
+    (gzip.compress(b"\x1f" + b"\x00" * 500), False),  # a gzip stream that holds no arm64 Image header
+    ("arm64", False),                                 # a gzipped arm64 Image
+    ("zimage", True),                                 # a real zImage: its header proves it 32-bit
+])
+def test_kernel_img_with_arm_64bit_is_judged_by_its_header_not_its_name(pios, content, warns):
+    """Distributions boot 64-bit kernels named kernel.img with arm_64bit=1: the
+    name 'kernel.img' alone is no reason to warn '32-bit kernel'."""
+    data = {"arm64": lambda: gzip.compress(arm64_image()), "zimage": zimage}.get(content, lambda: content)()
+    write(pios, {"kernel.img": data, "config.txt": "arm_64bit=1\nkernel=kernel.img\n"})
+    c = resolve(pios, "pi4")
+    assert c.kernel == "kernel.img" and c.arm_64bit
+    assert any("is a 32-bit kernel" in w for w in c.warnings) == warns, c.warnings
+    if warns:
+        assert warned(c, "kernel.img is a 32-bit kernel (by its header)")

@@ -120,3 +120,34 @@ def test_cycle_times(text, ns):
 def test_bad_cycle_times_are_refused(text, says):
     with pytest.raises(UserError, match=says):
         parse_cycle_time(text)
+
+
+def test_the_margin_is_never_rounded_onto_or_across_a_boundary():
+    """Tight means a margin under 2, late a margin under 1: 1.99 is not '2.0×',
+    1.04 is not '1.0×' (issue 35: 'TIGHT with a margin of 2.0×')."""
+    r = run([us_cpu(0, {**BODY, 502: 1})])                  # 1000 / 502 = 1.992
+    v = verdict(r, 1 * MS)
+    assert v.status == "tight" and "margin of 1.99×" in v.sentence, v.sentence
+    r = run([us_cpu(0, {**BODY, 6730: 1})])                 # 7000 / 6730 = 1.040
+    v = verdict(r, 7 * MS)
+    assert v.status == "tight" and "margin of 1.04×" in v.sentence, v.sentence
+    r = run([us_cpu(0, {**BODY, 490: 1})])                  # 1000 / 490 = 2.04: a pass, not "2.0"
+    v = verdict(r, 1 * MS)
+    assert v.status == "pass" and "margin of 2.04×" in v.sentence, v.sentence
+    assert "margin of 3.3×" in verdict(run([us_cpu(0, {**BODY, 300: 1})]), 1 * MS).sentence  # one decimal otherwise
+
+
+def test_late_wake_ups_are_counted_thread_by_thread():
+    """Each thread whose maximum was late holds at least one late wake-up; a
+    thread with one sample beyond its histogram, and that sample its late
+    maximum, holds exactly one; a thread whose maximum was on time, none."""
+    r = run([us_cpu(0, BODY, overflow=4, max_us=3000, range_us=400),
+             us_cpu(1, BODY, overflow=1, max_us=2000, range_us=400),
+             us_cpu(2, BODY, overflow=3, max_us=800, range_us=400)], engine="import")
+    v = verdict(r, 1 * MS)
+    assert (v.status, v.above, v.above_exact, v.above_at_most) == ("fail", 2, False, 5), v
+    assert "at least 2 of" in v.sentence and "at most 5" in v.sentence
+    r = run([us_cpu(0, BODY, overflow=1, max_us=3000, range_us=400),
+             us_cpu(1, BODY, overflow=1, max_us=2000, range_us=400)], engine="import")
+    v = verdict(r, 1 * MS)
+    assert (v.above, v.above_exact) == (2, True) and "at least" not in v.sentence

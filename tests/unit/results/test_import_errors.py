@@ -19,6 +19,8 @@ from rtforge.results.store import Store
 
 GOLDEN = Path(__file__).parents[2] / "golden" / "cyclictest"
 GOLDEN_FILES = sorted(p for p in GOLDEN.iterdir() if p.suffix in (".txt", ".csv", ".json"))
+# real rtla outputs (tests/fixtures/rtla/import): their reader is fuzzed with the same mutations
+RTLA_FILES = sorted((Path(__file__).parents[2] / "fixtures" / "rtla" / "import").glob("*.txt"))
 ERROR_RE = re.compile(r"rtforge: error: (?P<file>.+?):(?P<line>\d+): (?P<what>[^\n]+)\n")
 
 
@@ -64,6 +66,9 @@ def _bad_cases() -> dict[str, tuple[bytes, int | None]]:
         "json not cyclictest": (b'{"hello": "world"}\n', 1),
         "json thread without max": (json.dumps(no_max, indent=2).encode(), None),
         "csv garbled row": ("".join(csv[:10] + ["000009,12,abc\n"] + csv[11:]).encode(), 11),
+        # a line that is not cyclictest's is tolerated only last, after a whole output
+        "stray line mid-file": ("".join(lines[:total - 1] + ["-->\n"] + lines[total - 1:]).encode(), total),
+        "cut, then a prompt": ("".join(lines[:row40] + ["pi@raspberrypi:~ $ \n"]).encode(), row40 + 1),
     }
 
 
@@ -207,7 +212,7 @@ CHUNKS = CHUNKS | st.binary(max_size=8)
 
 
 @FUZZ
-@given(st.sampled_from(GOLDEN_FILES),
+@given(st.sampled_from(GOLDEN_FILES + RTLA_FILES),
        st.lists(st.tuples(st.integers(0, 5), st.integers(0, 10**6), st.integers(0, 10**6), CHUNKS), min_size=1,
                 max_size=6))
 # found by the fuzz (2026-11-25): the '# Thread 0:' line damaged, no thread list left -> TypeError in max()
@@ -248,3 +253,36 @@ def test_a_windows_utf16_capture_reads_like_the_original(tmp_path, store):
     path.write_bytes(original.read_text().replace("\n", "\r\n").encode("utf-16"))
     a, b = import_file(original, store), import_file(path, store)
     assert [c.to_dict() for c in b.cpus] == [c.to_dict() for c in a.cpus]
+
+
+@pytest.mark.parametrize("name, stray", [("hist.txt", "-->"), ("summary.txt", "pi@raspberrypi:~ $"),
+                                         ("verbose-quiet.txt", "root@pi:/home/pi#")])
+def test_a_stray_last_line_after_a_whole_output_is_named_and_skipped(name, stray, tmp_path):
+    """A copy's '-->' or the shell prompt after the output: every value is known
+    before it, so the file imports as the output alone, with a warning naming
+    the line (issue 35)."""
+    text = golden(name)
+    path = tmp_path / name
+    path.write_text(text + stray + "\n")
+    r = import_file(path, Store(tmp_path / "r"))
+    clean = import_file(GOLDEN / name, Store(tmp_path / "clean"))
+    assert [c.to_dict() for c in r.cpus] == [c.to_dict() for c in clean.cpus]
+    line = text.count("\n") + 1
+    assert r.warnings[0].startswith(f"line {line} ({stray!r}) is not cyclictest's output and ends the file"), \
+        r.warnings
+
+
+def test_a_verbose_run_whose_worst_wake_up_was_not_printed(tmp_path):
+    """cyclictest -v -q prints its status lines after the threads stop, up to
+    10 ms after its last -v lines: here thread 1's status line counts 306
+    wake-ups, 290 printed.  Were its Max above every printed value (edited in
+    here), that wake-up is one the file states: the import holds it."""
+    text = golden("verbose-quiet.txt")
+    status = re.search(r"^T: 1 .*Max:\s*(\d+)$", text, re.M)
+    printed = [int(v) for v in re.findall(r"^ *1: *\d+: *(\d+)$", text, re.M)]
+    worse = max(printed) + 1000
+    path = tmp_path / "v.txt"
+    path.write_text(text.replace(status[0], status[0][: status.start(1) - status.start()] + f"{worse:7d}"))
+    r = import_file(path, Store(tmp_path / "r"))
+    assert r.cpus[1].max_ns == worse * 1000 and r.cpus[1].count == len(printed) + 1
+    assert any(f"its worst, {worse:,} µs, from its status line" in w for w in r.warnings), r.warnings

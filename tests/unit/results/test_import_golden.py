@@ -27,6 +27,9 @@ HIST_FILES = {"hist.txt": US, "histofall.txt": US, "spike.txt": US, "break.txt":
 SUMMARY_FILES = {"summary.txt": US, "summary-tty.txt": US, "summary-nsecs.txt": NS, "run-nohist.txt": US}
 
 
+VERBOSE_FILES = {"verbose.txt": US, "verbose-quiet.txt": US, "verbose-nsecs.txt": NS}
+
+
 def footer(text: str, key: str) -> list[int]:
     return [int(v) for v in re.search(rf"^# {key}:(.*)$", text, re.M)[1].split()]
 
@@ -59,7 +62,8 @@ def test_every_golden_file_is_covered():
     made = set(re.findall(r"> ([\w.-]+\.(?:txt|csv))", script)) | set(re.findall(r"--json=([\w.-]+)", script))
     tested = set(HIST_FILES) | set(SUMMARY_FILES) | {"recipe.csv", "recipe-histofall.csv", "recipe-tty.csv",
                                                      "run.json", "run-nsecs.json", "run-nohist.json",
-                                                     "other.txt", "summary-lines.txt", "session.txt"}
+                                                     "other.txt", "summary-lines.txt", "session.txt",
+                                                     *VERBOSE_FILES}
     assert made == tested
     assert {p.name for p in GOLDEN.iterdir()} == made | {"generate.sh"}
 
@@ -301,3 +305,45 @@ def test_a_sparse_output_takes_its_range_from_the_command_line(tmp_path, store):
     assert all(c.hist.range_max_ns == (size - 1) * US for c in r.cpus)
     pinned = re.search(r"--affinity=(\d+)-(\d+)", cmd)
     assert [c.cpu for c in r.cpus] == list(range(int(pinned[1]), int(pinned[2]) + 1))
+
+
+def verbose_values(text: str) -> dict[int, list[int]]:
+    """The -v lines 'thread:cycle:value', as cyclictest printed them, by thread."""
+    out: dict[int, list[int]] = {}
+    for m in re.finditer(r"^ *(\d+): *(\d+): *(\d+)$", text, re.M):
+        values = out.setdefault(int(m[1]), [])
+        assert int(m[2]) == len(values)                      # cycles count up from 0
+        values.append(int(m[3]))
+    return out
+
+
+@pytest.mark.parametrize("name", VERBOSE_FILES)
+def test_verbose_output_keeps_every_wake_up(name, store):
+    """cyclictest -v (a line per wake-up, after a header cyclictest 2.x starts
+    with 'Max CPUs = N'): every printed value is in the histogram, and where
+    -q added status lines, their maximum is the run's."""
+    text = (GOLDEN / name).read_text()
+    unit = VERBOSE_FILES[name]
+    r = import_file(GOLDEN / name, store)
+    assert r.source["format"] == "cyclictest-verbose"
+    values, status = verbose_values(text), statuses(text)
+    pinned = {int(t): int(c) for t, c in re.findall(r"^Thread (\d+) using cpu (\d+)\.$", text, re.M)}
+    assert [c.cpu for c in r.cpus] == [pinned[t] for t in sorted(values)]
+    for c, t in zip(r.cpus, sorted(values)):
+        got = np.repeat(c.hist.lo_ns, c.hist.count)
+        printed = np.sort(np.asarray(values[t]) * unit)
+        if t in status and status[t]["max"] * unit > printed.max():   # the worst was not printed: the status says it
+            printed = np.append(printed, status[t]["max"] * unit)
+        assert np.array_equal(got, printed) and c.count == len(printed) and c.hist.overflow == 0
+        assert c.max_ns == (status[t]["max"] * unit if t in status else printed.max())
+        if t in status:
+            assert c.count <= status[t]["cycles"]
+    if status:
+        assert r.config["interval_us"] == status[0]["interval"] and r.config["priority"] == status[0]["prio"]
+        unprinted = [t for t in status if status[t]["cycles"] > len(values[t])]
+        assert all(any(f"wake-ups of thread {t} but printed" in w for w in r.warnings) for t in unprinted)
+    else:  # 'Thread N Interval:' prints the next thread's interval (-d adds 500 µs per thread)
+        printed_iv = [int(v) for v in re.findall(r"^Thread \d+ Interval: (\d+)$", text, re.M)]
+        step = printed_iv[1] - printed_iv[0]
+        assert r.config["thread_intervals_us"] == [v - step for v in printed_iv]
+    assert (unit == NS) == any("nanoseconds" in w for w in r.warnings)

@@ -347,6 +347,10 @@ class _Resolver:
         arch, how = image_arch(self.files.read(c.kernel, 65536)), "its header"
         if arch is None:
             arch, how = name_arch(self.kname), "its name"
+            if arch == "arm" and self.explicit:
+                # distributions boot 64-bit kernels named kernel.img with arm_64bit=1: a name says less than the
+                # line the user wrote, and only a zImage header proves a 32-bit kernel
+                arch = None
         if arch == "arm" and c.arm_64bit:
             fix = f"choose {m.kernel64[0]}" if m.arm64 == "only" else "set arm_64bit=0 or choose a 64-bit kernel"
             self.warn(f"{c.kernel} is a 32-bit kernel (by {how}) but {self.why64}, so the firmware starts it in "

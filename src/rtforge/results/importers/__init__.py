@@ -13,8 +13,14 @@ Formats (cyclictest from rt-tests 0.84 to 2.x):
 * text: ``-h N -q`` / ``-H N`` histograms, also with ``-N``, ``--spike``
   and ``-b``, all rows or (rt-tests 2.x) only the non-empty ones;
   summary-only status lines, quiet or with terminal escapes (``text.py``);
+  ``-v``, a line per wake-up, with or without ``-q``'s status lines
+  (``verbose.py``); a whole output followed by one line that is not
+  cyclictest's (a prompt) imports with a warning naming that line;
 * ``--json=FILE`` (``jsonfile.py``);
-* the CSV of the blog recipe made from a ``-h`` histogram (``csvfile.py``).
+* the CSV of the blog recipe made from a ``-h`` histogram (``csvfile.py``);
+* rtla timerlat hist and top (``rtla.py``, ``rtlatop.py``): the thread
+  latency is the run's, the IRQ and return-to-user latencies are kept in
+  ``source["other_latencies"]``.
 
 Text and CSV outputs do not say when they were measured: their start time
 is the file's modification time, the best evidence there is.  Nor do they
@@ -37,16 +43,22 @@ from ..store import Store
 from .common import Parsed
 from .csvfile import looks_like_csv, read_csv
 from .jsonfile import read_json
+from .rtla import is_top, looks_like_rtla, read_hist
+from .rtlatop import read_top
 from .source import Source, TextCheck, copy_and_hash, open_input
 from .text import read_text
 
-READERS = {"json": read_json, "csv": read_csv, "text": read_text}
+READERS = {"json": read_json, "csv": read_csv, "text": read_text, "rtla-hist": read_hist, "rtla-top": read_top}
 
 
 def detect(src: Source) -> str:
-    """json | csv | text.  cyclictest's text never holds a comma; its JSON starts with '{'."""
-    if src.prefix().lstrip().startswith("{"):
+    """json | rtla-hist | rtla-top | csv | text.  cyclictest's text never holds
+    a comma; its JSON starts with '{'; rtla's first lines name it."""
+    prefix = src.prefix()
+    if prefix.lstrip().startswith("{"):
         return "json"
+    if looks_like_rtla(prefix):
+        return "rtla-top" if is_top(prefix) else "rtla-hist"
     if looks_like_csv(src):
         return "csv"
     return "text"
@@ -158,13 +170,29 @@ def _result(path: Path, store: Store, label: str | None, sha256: str, parsed: Pa
         run_id=store.new_run_id(path.stem[:24] or host, start), engine="import", state="complete", host=host,
         start_time=start.isoformat(timespec="seconds"), label=label, duration_s=parsed.duration_s,
         requested=parsed.requested, config=parsed.config, system=parsed.system,
-        cpus=parsed.cpus, top_spikes=parsed.top_spikes,
+        cpus=parsed.cpus, top_spikes=parsed.top_spikes, trace=parsed.trace,
         source={"file": _raw_name(path), "sha256": sha256, "format": parsed.format,
-                **({"command_line": parsed.command_line} if parsed.command_line else {})},
+                **({"command_line": parsed.command_line} if parsed.command_line else {}), **parsed.source_extra},
     )
     stated.apply(result, path)
+    if result.duration_s is None and (length := _length_from_cycles(result)) is not None:
+        result.duration_s = length
+        result.config["duration_source"] = "cycles × interval"
     result.warnings = parsed.warnings + _generic_warnings(result)
     return result
+
+
+def _length_from_cycles(result: RunResult) -> float | None:
+    """How long the run lasted, from what the file does state: each thread's
+    wake-ups times its interval (cyclictest's -d gives each thread its own),
+    the longest of them.  None when the file gives no interval."""
+    interval = result.config.get("interval_us")
+    intervals = result.config.get("thread_intervals_us") or []
+    if not isinstance(interval, (int, float)) or interval <= 0:
+        return None
+    spans = [c.count * (intervals[i] if i < len(intervals) else interval) for i, c in enumerate(result.cpus)]
+    longest = max(spans, default=0)
+    return longest / 1e6 if longest else None
 
 
 def _generic_warnings(result: RunResult) -> list[str]:
@@ -172,7 +200,8 @@ def _generic_warnings(result: RunResult) -> list[str]:
     for -N runs: their own warning explains that overflow and its real fix
     (drop -N), where the generic one would advise a larger histogram."""
     warnings = run_warnings(result)
-    if result.config.get("resolution_ns") == 1:
+    if result.config.get("resolution_ns") == 1 or str((result.source or {}).get("format")).startswith("rtla"):
+        # rtla's own warning says what its -E and -b would change, the generic one would say -h
         overflow = sum(c.hist.overflow for c in result.cpus)
         warnings = [w for w in warnings if not w.startswith(f"{overflow} samples fell beyond")]
     return warnings

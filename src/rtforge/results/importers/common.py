@@ -48,6 +48,8 @@ class Parsed:
     host: str | None = None
     start_time: str | None = None
     duration_s: float | None = None
+    source_extra: dict[str, Any] = field(default_factory=dict)   # what else the file states (rtla's IRQ latency)
+    trace: dict[str, Any] | None = None  # rtla's auto-analysis, as `latency --trace` keeps it
 
 
 def clean_line(line: str) -> str:

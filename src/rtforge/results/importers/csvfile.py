@@ -24,7 +24,8 @@ import numpy as np
 
 from .common import NUM, US, Parsed, Source, clean_line, column_sums, sparse_cpu
 from .rows import Rows
-from .text import Scan, scan_body, spike_results, status_config
+from .spikes import spike_results
+from .text import Scan, scan_body, status_config
 
 HEADER_RE = re.compile(r"[\s,]*time\s*,(.*)", re.IGNORECASE)
 ROW_RE = re.compile(rf"[\s,]*({NUM}(?:[\s,]+{NUM})+)[\s,]*")
@@ -84,7 +85,9 @@ def read_csv(src: Source) -> Parsed:
     for j in threads:
         used = buckets[counts[:, j] > 0]
         lowest = int(used[0]) * US if used.size else None
-        cpus.append(sparse_cpu(j, buckets, counts[:, j], 0, US, rows.last, lowest, None, None, spikes[j]))
+        cpu = sparse_cpu(j, buckets, counts[:, j], 0, US, rows.last, lowest, None, None, spikes[j])
+        cpu.hist.overflow_known = False  # grep removed the '# Histogram Overflows:' line: not 0, unknown
+        cpus.append(cpu)
     highest = max(int(buckets[counts[:, j] > 0][-1]) for j in threads if sums[j])
     warnings.insert(0, (
         f"the CSV keeps only the histogram (grep removed cyclictest's '#' summary lines): how many samples fell "

@@ -23,7 +23,8 @@ from typing import BinaryIO
 from ...errors import UserError
 from ..runfolder import MAX_IMPORT_BYTES
 
-EXPECTED = "cyclictest's text output, its --json file or the time,core1,... CSV made from its histogram"
+EXPECTED = ("cyclictest's text output, its --json file, the time,core1,... CSV made from its histogram, or rtla "
+            "timerlat hist or top output")
 
 # cyclictest's lines are short; a longer one is not its output (or not text).
 MAX_LINE_BYTES = 1 << 20

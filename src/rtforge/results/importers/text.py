@@ -28,7 +28,11 @@ Without one, a thread's worst Max over all its status lines counts (a
 thread's max never falls, so a lower later one is a redraw gone wrong).
 
 A first line that is only a file name (``out.txt``) is what some copy tools
-put before a file's content; it is skipped with a warning.
+put before a file's content; it is skipped with a warning.  A last line that
+is nothing cyclictest prints (a copy's ``-->``, a shell prompt) after a whole
+output is tolerated with a warning naming it; anywhere else it is refused.
+
+``-v`` (a line per wake-up) is read by ``verbose.py``.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ...errors import UserError
 from ..cyclictest import STATUS_RE, cpus_from_status, last_status
 from ..hist import Histogram
 from ..model import CpuResult
@@ -59,9 +64,10 @@ from .common import (
     nsecs_warning,
     snippet,
     sparse_cpu,
-    top_spikes,
 )
 from .rows import Rows
+from .spikes import break_info, break_warning, spike_results
+from .verbose import Verbose, read_verbose
 
 FOOTER_KEYS = ("Total", "Min Latencies", "Avg Latencies", "Max Latencies", "Histogram Overflows")
 REQUIRED_FOOTER = FOOTER_KEYS[1:]  # rt-tests 2.x prints no '# Total:'
@@ -103,6 +109,8 @@ class Scan:
     command_line: str | None = None
     skipped: list[str] = field(default_factory=list)
     last_line: int = 0
+    verbose: Verbose = field(default_factory=Verbose)          # -v: a line per wake-up
+    stray: tuple[int, str, UserError] | None = None            # a last line that is not cyclictest's
 
 
 def scan(src: Source) -> Scan:
@@ -113,6 +121,8 @@ def scan(src: Source) -> Scan:
         line = clean_line(raw)
         if not line:
             continue
+        if s.stray is not None:  # the line that was not cyclictest's was not the last: the file is not one output
+            raise s.stray[2]
         if in_rows:
             if s.rows.add(src, no, line):
                 continue
@@ -130,7 +140,10 @@ def scan(src: Source) -> Scan:
             s.skipped.append(f"line 1 ({snippet(line)}) is a file name, as copy tools write before a file's content, "
                              "not cyclictest output; it was skipped")
         else:
-            scan_body(src, s, no, line)
+            try:
+                scan_body(src, s, no, line)
+            except NotCyclictest as e:
+                s.stray = (no, line, e)   # tolerated if it is the last line and all before it is whole
     return s
 
 
@@ -170,6 +183,8 @@ def _comment(src: Source, s: Scan, no: int, line: str) -> None:
 
 def scan_body(src: Source, s: Scan, no: int, line: str) -> None:
     """A line that is not a comment or histogram row (the CSV reader shares this)."""
+    if line[0].isdigit() and s.verbose.take(src, no, line):  # first: -v prints millions of these
+        return
     if m := SPIKE_RE.fullmatch(line):
         s.spikes.append((no, int(m[1]), int(m[2]), int(m[3])))
     elif m := SPIKES_TOTAL_RE.fullmatch(line):
@@ -189,9 +204,9 @@ def scan_body(src: Source, s: Scan, no: int, line: str) -> None:
     elif (cmd := find_in_text(line)) is not None:
         if s.command_line is None:
             s.command_line = cmd[:2000]
-    else:
-        raise src.error(no, f"expected a line of cyclictest output (a status line {STATUS_FORM}, a histogram or "
-                            f"'#' summary line, or a spike line), not {snippet(line)}")
+    elif not s.verbose.take(src, no, line):
+        raise NotCyclictest(f"{src.name}:{no}: expected a line of cyclictest output (a status line {STATUS_FORM}, a "
+                            f"histogram or '#' summary line, or a spike line), not {snippet(line)}")
 
 
 def value_unit(s: Scan, mins: list[int]) -> tuple[int, str | None]:
@@ -224,57 +239,33 @@ def status_config(s: Scan) -> dict:
     return cfg
 
 
-def spike_results(src: Source, s: Scan, threads: list[int],
-                  unit: int) -> tuple[dict[int, int | None], list[list[int]], list[str]]:
-    """Spike count per thread (None: unknown), the largest spikes, warnings."""
-    if not s.spikes:
-        return {t: None for t in threads}, [], []
-    for no, thread, _, _ in s.spikes:
-        if thread not in threads:
-            raise src.error(no, f"found a spike of thread {thread}, but the output has no such thread")
-    if s.spikes_total is None:
-        raise src.error(s.spikes[-1][0] + 1, "expected the 'spikes = N' line after the spike lines; "
-                                             "the file is cut off or damaged")
-    no, total = s.spikes_total
-    listed = len(s.spikes)
-    if listed > total:
-        raise src.error(no, f"'spikes = {total}' but {listed} spike lines precede it; the file is damaged")
-    counts: dict[int, int | None] = {t: sum(1 for sp in s.spikes if sp[1] == t) for t in threads}
-    warnings = []
-    if listed < total:
-        counts = {t: None for t in threads}
-        warnings.append(f"cyclictest counted {total:,} spikes but listed only {listed:,} (its --spike-nodes "
-                        "limit), so spikes per CPU are unknown: next time, give cyclictest a larger --spike-nodes "
-                        "or a higher --spike")
-    top = top_spikes([(t, ts * 1000, lat * unit) for _, t, lat, ts in s.spikes])
-    return counts, top, warnings
-
-
-def break_info(s: Scan) -> tuple[int | None, int] | None:
-    """(thread index or None, value) of a -b stop."""
-    if "value" not in s.breaks:
-        return None
-    value = s.breaks["value"][1]
-    tid = s.breaks.get("thread", (0, None))[1]
-    thread = s.tids.index(tid) if tid in s.tids else None
-    return thread, value
-
-
-def break_warning(thread: int | None, value: int, unit: int, note: str = "") -> str:
-    who = f"thread {thread}" if thread is not None else "a thread"
-    shown = f"{value:,} ns" if unit == NS else f"{value:,} µs"
-    return (f"cyclictest stopped itself at its -b (break trace) threshold when {who} woke {shown} late{note}: the "
-            "run covers only the time before that wake-up; next time, leave out -b for a measurement of the whole "
-            "duration")
+class NotCyclictest(UserError):
+    """A line that is nothing cyclictest prints."""
 
 
 def read_text(src: Source) -> Parsed:
     s = scan(src)
-    if s.hist_line is None and not s.statuses:
+    try:
+        parsed = _read(src, s)
+    except UserError:
+        if s.stray is not None:  # what came before the odd last line is not whole either: that line is the news
+            raise s.stray[2] from None
+        raise
+    if s.stray is not None:
+        parsed.warnings.insert(0, f"line {s.stray[0]} ({snippet(s.stray[1])}) is not cyclictest's output and ends "
+                                  "the file (a copy's end, a shell prompt); everything before it was read, a whole "
+                                  "output")
+    return parsed
+
+
+def _read(src: Source, s: Scan) -> Parsed:
+    if s.hist_line is None and not s.statuses and not s.verbose.threads:
         raise src.error(1, f"found no cyclictest results (no '# Histogram', no status line {STATUS_FORM}); "
                            f"expected {EXPECTED}")
     opts = parse_cmdline(s.command_line) if s.command_line else {}
-    if s.hist_line is None:
+    if s.hist_line is None and s.verbose.threads:
+        parsed = read_verbose(src, s.verbose, s.statuses, status_config(s), lambda mins: value_unit(s, mins))
+    elif s.hist_line is None:
         parsed = _from_status(src, s)
     elif not s.rows.read and "Max Latencies" in s.footer:
         parsed = _from_summary_lines(src, s)
