@@ -70,7 +70,8 @@ def test_a_dropped_connection_loses_nothing(board, sshd, tmp_path):
     masters, cuts, deadline = set(), 0, time.monotonic() + 30
     while cuts < 4 and time.monotonic() < deadline:  # cut it again and again, each time under a poll in flight
         ssh = tagged(tag, "ssh")
-        if not any(b"runner.sh\0status" in _cmdline(pid) or b"runner.sh status" in _cmdline(pid) for pid in ssh):
+        # (the runner is rtforge's own text: `sh -c TEXT runner status DIR ...`)
+        if not any(b" runner status " in _cmdline(pid) for pid in ssh):
             time.sleep(0.005)
             continue
         masters |= set(ssh)
@@ -215,7 +216,7 @@ def test_detached_run_survives_a_cut_and_attach_follows_it_to_the_end(board, ssh
 
 
 class _CutDuringStart:
-    """SIMULATION of a link that dies while `runner.sh start` waits for the
+    """SIMULATION of a link that dies while the runner's `start` waits for the
     loads to settle: our ssh client for that one command is SIGKILLed (exit
     -9, as a test's or an OOM kill does) once the board's run is settling.
     Every command, that one included, really runs over the loopback sshd."""
@@ -225,9 +226,9 @@ class _CutDuringStart:
         real = transport._exec
 
         def _exec(argv, *, input, timeout):
-            # `sh DIR/runner.sh start DIR ...`, alone or after the command that writes run.json
-            at = next((i for i in range(1, len(argv) - 1) if argv[i] == "start" and argv[i - 1].endswith("/runner.sh")),
-                      None)
+            # `sh -c TEXT runner start DIR ...` (rtforge's own runner text), alone or after the command that
+            # writes run.json
+            at = next((i for i in range(1, len(argv) - 1) if argv[i] == "start" and argv[i - 1] == "runner"), None)
             if at is None:
                 return real(argv, input=input, timeout=timeout)
             import subprocess
