@@ -31,7 +31,7 @@ def runs(
     reindex: bool = typer.Option(False, "--reindex", help="rebuild the index from the run directories first"),
 ) -> None:
     """List stored runs, oldest first."""
-    store = settled_store(results_dir)
+    store = settled_store(results_dir, check=True)
     if reindex:
         store.reindex()
     rows = store.list()
@@ -97,7 +97,7 @@ def label_cmd(
     store = settled_store(results_dir)
     run_id = store.resolve(run)
     new = check_label(label) or None
-    others = [r.run_id for r in store.list() if new is not None and r.label == new and r.run_id != run_id]
+    others = [r for r in store.labelled(new) if r != run_id] if new is not None else []
     result = store.relabel(run_id, new)
     console = make_console()
     console.print(f"run {shown(result.run_id)} is now labelled “{shown(new)}”" if new else
