@@ -144,7 +144,7 @@ def test_an_index_of_version_3_is_upgraded_once_and_nothing_is_lost(tmp_path, ca
     assert [store.count(RunQuery(since=since_utc(day))) for day in ("2000-01-01", "2100-01-01")] == [3, 0]
     status, _, err = cli("import", str(GOLDEN / "summary.txt"))
     assert status == 2 and "already imported" in err
-    # once: a lookup now finds the index current and writes nothing to it
+    # once: lookups and listings now find the index current and write nothing to it
     before = store.db_path.read_bytes()
-    assert cli("show", "stock")[0] == 0 and cli("show", "last")[0] == 0
+    assert [cli(*argv)[0] for argv in (["show", "stock"], ["show", "last"], ["runs"], ["runs", "--json"])] == [0] * 4
     assert store.db_path.read_bytes() == before

@@ -110,8 +110,8 @@ class RunIndex:
 
     def catch_up(self, db: sqlite3.Connection, *, verify: bool = False, before: str | None = None) -> None:
         """Index what changed in runs/ since the stamp the index keeps."""
-        kept = db.execute("SELECT value FROM meta WHERE key = 'runs'").fetchone()
-        kept = kept[0] if kept else None
+        row = db.execute("SELECT value FROM meta WHERE key = 'runs'").fetchone()
+        kept = row[0] if row else None
         now = stamp(self.store.runs_dir)
         if not verify and kept is not None and kept in (now, before):
             if kept != now:   # the caller's own change (lock held): it records its rows in this transaction
@@ -119,10 +119,9 @@ class RunIndex:
             return
         # taken before the listing: a change made while listing leaves another stamp, seen next time
         settled = self._scan(db, every=verify or kept is None)
-        if settled and now is not None:
-            db.execute("INSERT OR REPLACE INTO meta VALUES ('runs', ?)", (now,))
-        else:
-            db.execute("DELETE FROM meta WHERE key = 'runs'")
+        keep = now if settled else ""   # "": no stamp to trust, runs/ is listed again (by name) next time
+        if keep != kept:   # nothing written when nothing changed: a write is a commit, a sync of the disk
+            db.execute("INSERT OR REPLACE INTO meta VALUES ('runs', ?)", (keep,))
 
     def _scan(self, db: sqlite3.Connection, every: bool) -> bool:
         """List runs/: index the folders that are new (every: or whose
