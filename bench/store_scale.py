@@ -13,11 +13,17 @@ Every operation runs in a fresh child process (rtforge's modules imported
 before the clock starts), as the command line would: `main([...])`.  A
 round imports a new file, shows it, labels it and deletes it, so the store
 keeps its size; `runs` is timed on a real 80x24 terminal (a pty), into a
-pipe and as `--json`.  Per operation: the median wall time over the rounds
-and the peak memory it added (the child's peak RSS minus its RSS before the
-operation); then the growth between sizes.
+pipe and as `--json`; then the index is deleted and `show last` rebuilds
+it.  Per operation: the median wall time over the rounds and the most
+memory it added (the child's peak RSS minus its RSS before the operation);
+then the growth between sizes.
 
-    .venv/bin/python bench/store_scale.py [--sizes 50,500,5000] [--rounds 3]
+--base SRC measures another rtforge beside this one (SRC: its src/ folder,
+e.g. `git archive BASE src | tar -x -C /tmp/base`), on a copy of each store
+with an index of its own, the two alternating round by round, so that a
+busy machine weighs on both alike; a last table gives this ÷ base.
+
+    .venv/bin/python bench/store_scale.py [--sizes 50,500,5000] [--rounds 3] [--base SRC]
 
 Goal (issue 34): at 5,000 runs `runs` on a terminal ≤ 1 s; import, show
 and delete within 1.5x their time at 50 runs.
@@ -108,11 +114,13 @@ def child(out: str, op: str, root: str, argv: list[str]) -> None:
     Path(out).write_text(json.dumps({"s": elapsed, "mem": max(peak - rss_before, 0), "status": status}))
 
 
-def run_child(op: str, root: Path, argv: list[str], *, tty: bool = False) -> tuple[dict, str]:
-    """(what the child measured, what it printed)."""
+def run_child(op: str, root: Path, argv: list[str], *, tty: bool = False, src: str | None = None) -> tuple[dict, str]:
+    """(what the child measured, what it printed); src: the rtforge to run (its src/ folder), else this one."""
     with tempfile.NamedTemporaryFile(suffix=".json") as out:
         cmd = [sys.executable, __file__, "--child", out.name, op, str(root), *argv]
-        env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+        env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES", "PYTHONPATH")}
+        if src:
+            env["PYTHONPATH"] = src
         if tty:
             master, slave = pty.openpty()
             fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
@@ -147,27 +155,23 @@ def run_child(op: str, root: Path, argv: list[str], *, tty: bool = False) -> tup
         return got, shown
 
 
-def measure(root: Path, rounds: int) -> tuple[dict[str, list[dict]], dict[str, str]]:
-    got: dict[str, list[dict]] = {op: [] for op in OPS}
-    shown: dict[str, str] = {}
-    for r in range(rounds):
-        m, out = run_child("import", root, ["import", str(IMPORTED), "--json"])
-        got["import"].append(m)
-        run_id = json.loads(out)["run_id"]
-        for op, argv in (("show", ["show", run_id]), ("label", ["label", run_id, f"round {r}"]),
-                         ("delete", ["delete", run_id, "--yes"])):
-            m, shown[op] = run_child(op, root, argv)
-            got[op].append(m)
-        for op, argv, tty in (("runs (terminal)", ["runs"], True), ("runs | cat", ["runs"], False),
-                              ("runs --json", ["runs", "--json"], False)):
-            m, shown[op] = run_child(op, root, argv, tty=tty)
-            got[op].append(m)
-        m, _ = run_child("lost index", root, ["show", "last", "--json"])
-        got["lost index"].append(m)
-    return got, shown
+def one_round(root: Path, r: int, got: dict[str, list[dict]], shown: dict[str, str], src: str | None) -> None:
+    m, out = run_child("import", root, ["import", str(IMPORTED), "--json"], src=src)
+    got["import"].append(m)
+    run_id = json.loads(out)["run_id"]
+    for op, argv in (("show", ["show", run_id]), ("label", ["label", run_id, f"round {r}"]),
+                     ("delete", ["delete", run_id, "--yes"])):
+        m, shown[op] = run_child(op, root, argv, src=src)
+        got[op].append(m)
+    for op, argv, tty in (("runs (terminal)", ["runs"], True), ("runs | cat", ["runs"], False),
+                          ("runs --json", ["runs", "--json"], False)):
+        m, shown[op] = run_child(op, root, argv, tty=tty, src=src)
+        got[op].append(m)
+    m, _ = run_child("lost index", root, ["show", "last", "--json"], src=src)
+    got["lost index"].append(m)
 
 
-# -- the table -------------------------------------------------------------------------
+# -- the tables -------------------------------------------------------------------------
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
         child(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5:])
@@ -175,43 +179,66 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", default="50,500,5000", help="store sizes, comma-separated")
     ap.add_argument("--rounds", type=int, default=3, help="rounds per size (the median is shown)")
+    ap.add_argument("--base", help="another rtforge's src/ folder, measured beside this one")
     ap.add_argument("--json", type=Path, help="also write every figure to this file")
     a = ap.parse_args()
     sizes = [int(s) for s in a.sizes.split(",")]
     if any(s < len(TEMPLATES) for s in sizes) or a.rounds < 1:
         ap.error(f"each size must be at least {len(TEMPLATES)}, and --rounds at least 1")
+    if a.base and not (Path(a.base) / "rtforge" / "__init__.py").is_file():
+        ap.error(f"--base {a.base} holds no rtforge package: give the src/ folder of an rtforge tree")
     import rtforge
 
-    print(f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, rtforge from {Path(rtforge.__file__).parent}, "
-          f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}")
-    results: dict[int, dict[str, list[dict]]] = {}
-    lines: dict[int, int] = {}
+    codes: dict[str, str | None] = {"this": None, **({"base": str(Path(a.base).resolve())} if a.base else {})}
+    print(f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, this: {Path(rtforge.__file__).parent}"
+          + (f", base: {codes['base']}" if a.base else "") + f"; {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}")
+    results: dict[str, dict[int, dict[str, list[dict]]]] = {code: {} for code in codes}
+    lines: dict[str, dict[int, int]] = {code: {} for code in codes}
     for size in sizes:
         with tempfile.TemporaryDirectory(prefix="store-scale-") as d:
-            root = Path(d) / "results"
+            roots = {code: Path(d) / code / "results" for code in codes}
             t0 = time.perf_counter()
-            fill(root, size)
+            fill(roots["this"], size)
+            if a.base:   # the same folders; the base builds its own index before the clock starts
+                shutil.copytree(roots["this"], roots["base"], symlinks=True, ignore=shutil.ignore_patterns("runs.db"))
+                run_child("index", roots["base"], ["runs", "--json"], src=codes["base"])
             print(f"{size:,} runs made in {time.perf_counter() - t0:.1f} s", flush=True)
-            results[size], shown = measure(root, a.rounds)
-            lines[size] = shown["runs (terminal)"].count("\n")
-    med = {size: {op: statistics.median(m["s"] for m in ms) for op, ms in got.items()}
-           for size, got in results.items()}
-    mem = {size: {op: max(m["mem"] for m in ms) for op, ms in got.items()} for size, got in results.items()}
-    first = sizes[0]
-    head = f"{'median of ' + str(a.rounds):18}" + "".join(f"{f'{s:,} runs':>11}" for s in sizes) + \
-        "".join(f"{f'{s}/{first}':>10}" for s in sizes[1:])
-    print("\ntime\n" + head)
-    for op in OPS:
-        print(f"{op:18}" + "".join(f"{_time(med[s][op]):>11}" for s in sizes) +
-              "".join(f"{med[s][op] / med[first][op]:>9.2f}x" for s in sizes[1:]))
-    print("\npeak memory added (RSS)\n" + head)
-    for op in OPS:
-        print(f"{op:18}" + "".join(f"{mem[s][op] / 2**20:>8.1f} MB" for s in sizes) +
-              "".join(f"{mem[s][op] / max(mem[first][op], 1):>9.2f}x" for s in sizes[1:]))
-    print("\nlines `runs` printed on an 80x24 terminal: " + ", ".join(f"{lines[s]:,} at {s:,}" for s in sizes))
+            got: dict[str, dict[str, list[dict]]] = {code: {op: [] for op in OPS} for code in codes}
+            shown: dict[str, dict[str, str]] = {code: {} for code in codes}
+            for r in range(a.rounds):
+                for code in (list(codes) if r % 2 == 0 else list(codes)[::-1]):
+                    one_round(roots[code], r, got[code], shown[code], codes[code])
+            for code in codes:
+                results[code][size] = got[code]
+                lines[code][size] = shown[code]["runs (terminal)"].count("\n")
+    med = {code: {size: {op: statistics.median(m["s"] for m in ms) for op, ms in got.items()}
+                  for size, got in results[code].items()} for code in codes}
+    for code in codes:
+        mem = {size: {op: max(m["mem"] for m in ms) for op, ms in got.items()} for size, got in results[code].items()}
+        print(f"\n== {code}" if a.base else "")
+        _table(f"time, median of {a.rounds}", sizes, {op: [med[code][s][op] for s in sizes] for op in OPS}, _time)
+        _table("peak memory added (RSS)", sizes, {op: [mem[s][op] for s in sizes] for op in OPS},
+               lambda b: f"{b / 2**20:.1f} MB")
+        print("lines `runs` printed on an 80x24 terminal: "
+              + ", ".join(f"{lines[code][s]:,} at {s:,}" for s in sizes))
+    if a.base:
+        print("\n== this ÷ base, time (medians)")
+        print(f"{'':18}" + "".join(f"{f'{s:,} runs':>11}" for s in sizes))
+        for op in OPS:
+            print(f"{op:18}" + "".join(f"{med['this'][s][op] / med['base'][s][op]:>10.2f}x" for s in sizes))
     if a.json:
-        a.json.write_text(json.dumps({"sizes": sizes, "rounds": a.rounds, "results": results, "tty_lines": lines},
-                                     indent=1))
+        a.json.write_text(json.dumps({"sizes": sizes, "rounds": a.rounds, "codes": codes, "results": results,
+                                      "tty_lines": lines}, indent=1))
+
+
+def _table(title: str, sizes: list[int], rows: dict[str, list[float]], fmt) -> None:
+    """One row per operation: its figure at each size, then the growth from the first size to each other."""
+    first = sizes[0]
+    print(f"\n{title:18}" + "".join(f"{f'{s:,} runs':>11}" for s in sizes)
+          + "".join(f"{f'{s}/{first}':>10}" for s in sizes[1:]))
+    for op, values in rows.items():
+        print(f"{op:18}" + "".join(f"{fmt(v):>11}" for v in values)
+              + "".join(f"{v / max(values[0], 1e-9):>9.2f}x" for v in values[1:]))
 
 
 def _time(s: float) -> str:
