@@ -15,7 +15,7 @@ round imports a new file, shows it, labels it and deletes it, so the store
 keeps its size; `runs` is timed on a real 80x24 terminal (a pty), into a
 pipe and as `--json`; then the index is deleted and `show last` rebuilds
 it.  Per operation: the median wall time over the rounds and the most
-memory it added (the child's peak RSS minus its RSS before the operation);
+memory it added (the child's peak RSS, VmHWM, minus its RSS before);
 then the growth between sizes.
 
 --base SRC measures another rtforge beside this one (SRC: its src/ folder,
@@ -95,8 +95,6 @@ def fill(root: Path, size: int) -> None:
 # -- one operation, in a child -------------------------------------------------------
 def child(out: str, op: str, root: str, argv: list[str]) -> None:
     """Run one command in this process and write its time and added peak memory to `out`."""
-    import resource
-
     import rtforge.cli.importcmd  # noqa: F401 -- the modules a command loads, before the clock starts
     import rtforge.cli.runs  # noqa: F401
     import rtforge.results.importers  # noqa: F401
@@ -104,14 +102,21 @@ def child(out: str, op: str, root: str, argv: list[str]) -> None:
 
     if op == "lost index":
         (Path(root) / "runs.db").unlink()
-    page = os.sysconf("SC_PAGE_SIZE")
-    rss_before = int(Path("/proc/self/statm").read_text().split()[1]) * page
+    rss_before = _status_kb("VmRSS")
     t0 = time.perf_counter()
     status = main([*argv, "--results-dir", root])
     elapsed = time.perf_counter() - t0
     sys.stdout.flush()
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    Path(out).write_text(json.dumps({"s": elapsed, "mem": max(peak - rss_before, 0), "status": status}))
+    # VmHWM, this process's own high-water mark: getrusage's ru_maxrss keeps the parent's across fork and exec
+    peak = _status_kb("VmHWM")
+    Path(out).write_text(json.dumps({"s": elapsed, "mem": max(peak - rss_before, 0) * 1024, "status": status}))
+
+
+def _status_kb(field: str) -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise SystemExit(f"/proc/self/status has no {field}")
 
 
 def run_child(op: str, root: Path, argv: list[str], *, tty: bool = False, src: str | None = None) -> tuple[dict, str]:
