@@ -66,8 +66,8 @@ def fitted(console: Console, cols: list[Col], rows: list[list[object]], *, style
     that may wrap; every width is set here, so rich never cuts a cell.
     alike_first: a column that is the same in every row goes before the
     others (a comparison is about what differs)."""
-    texts = _texts(rows)
-    keep, widths = _layout(console.width, cols, texts, alike_first)
+    texts = [[c if isinstance(c, Text) else Text(str(c)) for c in row] for row in rows]
+    keep, widths = _layout(console.width, cols, [[t.plain for t in row] for row in texts], alike_first)
     t = Table(show_edge=False, header_style="bold", **table)
     for i in keep:
         c = cols[i]
@@ -86,9 +86,9 @@ def plain_table(console: Console, cols: list[Col], rows: list[list[object]]) -> 
     wrap.  The same characters as rich (tests/unit/cli/test_plain_table.py)."""
     if console.is_terminal or not console.encoding.lower().startswith("utf"):
         return None
-    texts = _texts(rows)
-    keep, widths = _layout(console.width, cols, texts, False)
-    plain = [[row[i].plain for i in keep] for row in texts]
+    values = [[c.plain if isinstance(c, Text) else str(c) for c in row] for row in rows]   # no Text: thousands
+    keep, widths = _layout(console.width, cols, values, False)
+    plain = [[row[i] for i in keep] for row in values]
     if any("\n" in v or cell_len(v) > widths[i] for row in plain for i, v in zip(keep, row, strict=True)):
         return None
 
@@ -100,20 +100,16 @@ def plain_table(console: Console, cols: list[Col], rows: list[list[object]]) -> 
             *(line(values, "│") for values in plain)]
 
 
-def _texts(rows: list[list[object]]) -> list[list[Text]]:
-    return [[c if isinstance(c, Text) else Text(str(c)) for c in row] for row in rows]
-
-
-def _layout(width: int, cols: list[Col], texts: list[list[Text]], alike_first: bool) -> tuple[list[int], list[int]]:
-    """Which columns fit in width, and how wide each is (see fitted)."""
-    natural = [max([cell_len(c.name)] + [max(cell_len(line) for line in r[i].plain.split("\n")) for r in texts])
+def _layout(width: int, cols: list[Col], texts: list[list[str]], alike_first: bool) -> tuple[list[int], list[int]]:
+    """Which columns fit in width, and how wide each is (see fitted); texts: the cells' plain text."""
+    natural = [max([cell_len(c.name)] + [max(cell_len(line) for line in r[i].split("\n")) for r in texts])
                for i, c in enumerate(cols)]
     least = [min(natural[i], c.min_width) if c.wrap else natural[i] for i, c in enumerate(cols)]
     keep = list(range(len(cols)))
-    empty = [i for i in keep if not cols[i].key and texts and all(r[i].plain in ("–", "?", "") for r in texts)]
+    empty = [i for i in keep if not cols[i].key and texts and all(r[i] in ("–", "?", "") for r in texts)]
     if alike_first and len(texts) > 1:
         empty += sorted((i for i in keep if not cols[i].key and i not in empty
-                         and len({r[i].plain for r in texts}) == 1), key=lambda i: cols[i].drop)
+                         and len({r[i] for r in texts}) == 1), key=lambda i: cols[i].drop)
 
     def total(idx: list[int], widths: list[int]) -> int:
         return sum(widths[i] + 2 for i in idx) + max(len(idx) - 1, 0)  # padding 1+1, a rule between columns

@@ -96,8 +96,9 @@ def _json_rows(rows) -> None:
     out.flush()
 
 
-def _cells(r: IndexRow) -> list[Text]:
-    return [cell(v) for v in (
+def _cells(r: IndexRow) -> list[str]:
+    """A row's cells, cleaned (results/display.py); text, never markup (fitted and plain_table take str as it is)."""
+    return [clean(v) for v in (
         r.run_id, r.label or "", r.engine, r.kernel_release or "?", r.preempt_model or "?",
         "–" if r.kind == "bench" else "?" if r.loads is None else r.loads or "none",  # a benchmark runs none
         f"{r.duration_s:.0f} s" if r.duration_s is not None else "?", us(r.max_ns), us(r.p99_ns),
@@ -107,23 +108,22 @@ def _cells(r: IndexRow) -> list[Text]:
 def _print_runs(console, store, query: RunQuery, total: int, newest: int | None, fit: bool, damaged) -> None:
     """The table of runs; fit: the newest that fit on the terminal with the
     lines around them, and a line saying how to see the others."""
-    rows = list(store.rows(query, newest=max(console.size.height, 1) if fit else newest))
+    cells = [_cells(r) for r in store.rows(query, newest=max(console.size.height, 1) if fit else newest)]
     below = _lines(console, _damaged_parts(damaged, 3)) if fit and damaged else 0
     while True:
-        cells = [_cells(r) for r in rows]
         plain = None if fit else plain_table(console, RUNS_COLS, cells)
-        parts = [_heading(len(rows), total, query), fitted(console, RUNS_COLS, cells) if plain is None else None]
-        if len(rows) < total:
-            parts.append(Text(f"{total - len(rows):,} older run{'s' if total - len(rows) > 1 else ''} not shown: "
+        parts = [_heading(len(cells), total, query), fitted(console, RUNS_COLS, cells) if plain is None else None]
+        if len(cells) < total:
+            parts.append(Text(f"{total - len(cells):,} older run{'s' if total - len(cells) > 1 else ''} not shown: "
                               "--all lists them all, --limit N the newest N; --label, --host, --kernel and "
                               "--since DATE narrow the list", style="yellow"))
-        if not fit or len(rows) == 1:
+        if not fit or len(cells) == 1:
             break
         room = console.size.height - 1 - below   # 1: the shell's prompt after it
         over = _lines(console, parts) - room
         if over <= 0:
             break
-        rows = rows[min(over, len(rows) - 1):]   # the oldest go first
+        cells = cells[min(over, len(cells) - 1):]   # the oldest go first
     for p in parts:
         if p is None:
             console.file.write("\n".join(plain or []) + "\n")
