@@ -43,9 +43,10 @@ def runs(
                                      help="runs that started on or after DATE (2026-11-01, 2026-11-01T08:00, "
                                           "local time) or that long ago (7d, 12h)"),
 ) -> None:
-    """List stored runs in the order they were stored (an import: when it was
-    imported), the last stored at the bottom.  On a terminal: the newest that
-    fit on the screen; into a pipe or a file: every one."""
+    """List stored runs by the time each was stored, the newest last.
+
+    An import was stored when it was imported.  On a terminal: the newest
+    runs that fit on the screen; into a pipe or a file: every one."""
     query = RunQuery(label=None if label is None else check_text("--label", label),
                      host=None if host is None else check_text("--host", host),
                      kernel=None if kernel is None else check_text("--kernel", kernel),
