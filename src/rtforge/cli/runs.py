@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import typer
+from rich.segment import Segments
 from rich.table import Table
 from rich.text import Text
 
@@ -107,29 +108,44 @@ def _cells(r: IndexRow) -> list[str]:
 
 
 def _print_runs(console, store, query: RunQuery, total: int, newest: int | None, fit: bool, damaged) -> None:
-    """The table of runs; fit: the newest that fit on the terminal with the
-    lines around them, and a line saying how to see the others."""
+    """The table of runs, its heading and, when runs are left out, the line
+    saying how to see them.  fit: the newest runs that fit on the terminal
+    with the lines around them (the shell's prompt included)."""
     cells = [_cells(r) for r in store.rows(query, newest=max(console.size.height, 1) if fit else newest)]
-    below = _lines(console, _damaged_parts(damaged, 3)) if fit and damaged else 0
-    while True:
-        plain = None if fit else plain_table(console, RUNS_COLS, cells)
-        parts = [_heading(len(cells), total, query), fitted(console, RUNS_COLS, cells) if plain is None else None]
-        if len(cells) < total:
-            parts.append(Text(f"{total - len(cells):,} older run{'s' if total - len(cells) > 1 else ''} not shown: "
-                              "--all lists them all, --limit N the newest N; --label, --host, --kernel and "
-                              "--since DATE narrow the list", style="yellow"))
-        if not fit or len(cells) == 1:
-            break
-        room = console.size.height - 1 - below   # 1: the shell's prompt after it
-        over = _lines(console, parts) - room
-        if over <= 0:
-            break
-        cells = cells[min(over, len(cells) - 1):]   # the oldest go first
-    for p in parts:
-        if p is None:
-            console.file.write("\n".join(plain or []) + "\n")
+    if not fit:
+        plain = plain_table(console, RUNS_COLS, cells)
+        console.print(_heading(len(cells), total, query))
+        if plain is None:
+            console.print(fitted(console, RUNS_COLS, cells))
         else:
-            console.print(p)
+            console.file.write("\n".join(plain) + "\n")
+        if len(cells) < total:
+            console.print(_more(total - len(cells)))
+        return
+    room = console.size.height - 1 - (_lines(console, *_damaged_parts(damaged, 3)) if damaged else 0)
+    n = len(cells)
+    while True:
+        around = [_heading(n, total, query), *([_more(total - n)] if n < total else [])]
+        rows_room = room - _lines(console, *around) - 2   # 2: the table's head and its rule
+        if n > max(rows_room, 1):   # a line a run at best: no table drawn yet
+            n = max(rows_room, 1)
+            continue
+        # drawn once, to count its lines (a label or a kernel may wrap), and printed as drawn
+        table = console.render_lines(fitted(console, RUNS_COLS, cells[-n:]), console.options, pad=False,
+                                     new_lines=True)
+        over = len(table) - 2 - rows_room
+        if over <= 0 or n == 1:
+            break
+        n = max(n - over, 1)   # the oldest go first
+    console.print(around[0])
+    console.print(Segments(segment for line in table for segment in line), end="")
+    for part in around[1:]:
+        console.print(part)
+
+
+def _more(hidden: int) -> Text:
+    return Text(f"{hidden:,} older run{'s' if hidden > 1 else ''} not shown: --all lists them all, --limit N the "
+                "newest N; --label, --host, --kernel and --since DATE narrow the list", style="yellow")
 
 
 def _heading(shown: int, total: int, query: RunQuery) -> Text:
@@ -139,7 +155,7 @@ def _heading(shown: int, total: int, query: RunQuery) -> Text:
     return Text(f"{which}, by the time each was stored or imported", style="dim")
 
 
-def _lines(console, parts) -> int:
+def _lines(console, *parts) -> int:
     return sum(len(console.render_lines(p, console.options, pad=False)) for p in parts)
 
 
