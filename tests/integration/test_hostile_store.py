@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -168,6 +169,25 @@ def test_an_odd_start_time_in_a_json_file_is_left_unknown(tmp_path, store, value
     path.write_text(json.dumps(doc))
     r = import_file(path, store)
     assert r.duration_s is None and r.start_time    # the file's own time is unusable: its mtime stands in
+
+
+@pytest.mark.parametrize("plant", ["a link out", "a file"])
+def test_the_stores_scratch_is_never_followed_out_of_the_store(tmp_path, store, capsys, plant):
+    """runs/.tmp, where imports are built and deleted runs go, replaced by a
+    link to elsewhere or a file: import and delete refuse, nothing is written there."""
+    kept = import_file(GOLDEN / "hist.txt", store)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    shutil.rmtree(store.scratch)
+    if plant == "a link out":
+        store.scratch.symlink_to(elsewhere)
+    else:
+        store.scratch.write_text("not a folder")
+    for argv in (["import", str(GOLDEN / "run.json")], ["delete", kept.run_id, "--yes"]):
+        code, _, err = cli(argv, capsys, store)
+        assert code == 2 and "is not a folder of the store" in err and err.count("\n") == 1, (argv, err)
+    assert list(elsewhere.iterdir()) == []
+    assert [r.run_id for r in store.list()] == [kept.run_id]
 
 
 def test_closed_stdout_ascii_terminals_and_an_early_ctrl_c_are_one_line(tmp_path, store):

@@ -210,12 +210,23 @@ class Store:
         """A new folder in the store's scratch to build a run in (see add)."""
         self._writable_root()
         try:
-            self.scratch.mkdir(exist_ok=True)
-            return Path(tempfile.mkdtemp(dir=self.scratch, prefix="import-"))
-        except FileExistsError:
-            raise UserError(f"{self.scratch} is not a folder: remove it and try again") from None
+            return Path(tempfile.mkdtemp(dir=self._scratch("write into the run store"), prefix="import-"))
         except OSError as e:
             raise UserError(paths.os_error_sentence(self.runs_dir, e, "write into the run store")) from None
+
+    def _scratch(self, doing: str) -> Path:
+        """runs/.tmp, made if needed: a folder of the store's own, never
+        followed through a symbolic link out of the store."""
+        try:
+            self.scratch.mkdir(exist_ok=True)
+        except FileExistsError:
+            pass   # a file or a link where the scratch belongs: said below
+        except OSError as e:
+            raise UserError(paths.os_error_sentence(self.scratch, e, doing)) from None
+        if self.scratch.is_symlink() or not self.scratch.is_dir():
+            raise UserError(f"{self.scratch} is not a folder of the store (a symbolic link or a file): remove it "
+                            "and try again")
+        return self.scratch
 
     def _add_unlocked(self, result: RunResult, staging: Path) -> Path:
         """Make a staging folder (raw files inside) the run folder of result:
@@ -387,11 +398,7 @@ class Store:
         """Delete a stored run: its folder leaves the store in one rename
         (a reader sees it whole or not at all), then its files go."""
         d = self.run_dir(run_id)
-        try:
-            self.scratch.mkdir(exist_ok=True)
-        except OSError as e:
-            raise UserError(paths.os_error_sentence(self.scratch, e, "delete the run")) from None
-        trash = self.scratch / f"deleted-{run_id}-{secrets.token_hex(4)}"
+        trash = self._scratch("delete the run") / f"deleted-{run_id}-{secrets.token_hex(4)}"
         before = stamp(self.runs_dir)
         try:
             os.rename(d, trash)
