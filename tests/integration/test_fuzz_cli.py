@@ -184,7 +184,7 @@ REFS = st.lists(st.sampled_from(["last", "20", "2026", "<id>", "<id-prefix>"]) |
 
 
 def _refs(case: Case, refs: list[str]) -> list[str]:
-    ids = sorted(p.name for p in (case.store / "runs").iterdir())
+    ids = sorted(p.name for p in (case.store / "runs").iterdir() if not p.name.startswith("."))
     return [ids[len(r) % len(ids)] if r == "<id>" else ids[0][:12] if r == "<id-prefix>" else r for r in refs]
 
 
@@ -256,7 +256,7 @@ def test_fuzz_import(world, spec, label, results, as_json):
 # -- runs, show, compare, kernel verify --------------------------------------------------------------
 
 def _damage(case: Case, how: str) -> None:
-    runs = sorted((case.store / "runs").iterdir())
+    runs = sorted(p for p in (case.store / "runs").iterdir() if not p.name.startswith("."))
     victim = runs[len(how) % len(runs)] / "result.json"
     if how == "truncate":
         victim.write_bytes(victim.read_bytes()[:100])

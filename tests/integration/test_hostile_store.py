@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -171,6 +172,25 @@ def test_an_odd_start_time_in_a_json_file_is_left_unknown(tmp_path, store, value
     # and its length is the one its wake-ups and interval give, not its times'
     assert r.config["duration_source"] == "cycles × interval"
     assert r.duration_s == max(c.count for c in r.cpus) * r.config["interval_us"] / 1e6
+
+
+@pytest.mark.parametrize("plant", ["a link out", "a file"])
+def test_the_stores_scratch_is_never_followed_out_of_the_store(tmp_path, store, capsys, plant):
+    """runs/.tmp, where imports are built and deleted runs go, replaced by a
+    link to elsewhere or a file: import and delete refuse, nothing is written there."""
+    kept = import_file(GOLDEN / "hist.txt", store)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    shutil.rmtree(store.scratch)
+    if plant == "a link out":
+        store.scratch.symlink_to(elsewhere)
+    else:
+        store.scratch.write_text("not a folder")
+    for argv in (["import", str(GOLDEN / "run.json")], ["delete", kept.run_id, "--yes"]):
+        code, _, err = cli(argv, capsys, store)
+        assert code == 2 and "is not a folder of the store" in err and err.count("\n") == 1, (argv, err)
+    assert list(elsewhere.iterdir()) == []
+    assert [r.run_id for r in store.list()] == [kept.run_id]
 
 
 def test_closed_stdout_ascii_terminals_and_an_early_ctrl_c_are_one_line(tmp_path, store):

@@ -21,6 +21,7 @@ from rtforge.results.store import Store
 
 from ..support import procs
 from ..support.remoteboard import run_sessions, session_members
+from ..support.runs import left_in
 
 REQUIRED_CPU_KEYS = {
     "cpu",
@@ -290,7 +291,7 @@ def test_bad_input_is_one_sentence_exit_2_and_stores_nothing(tmp_path, capsys, a
     assert main(["latency", *argv, "--results-dir", str(rd)]) == 2
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
-    assert not (rd / "runs").exists() or not any((rd / "runs").iterdir())
+    assert left_in(rd / "runs") == []
 
 
 def test_a_store_that_cannot_be_a_folder_is_said_before_the_run(tmp_path, capsys):

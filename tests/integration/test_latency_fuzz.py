@@ -22,6 +22,8 @@ from rtforge.cli import latency as latency_cli
 from rtforge.cli import main
 from rtforge.measure import session
 
+from ..support.runs import left_in
+
 pytestmark = pytest.mark.root
 
 NASTY = ["", " ", "0", "-1", "1", "9", "10", "99", "100", "200", "1000000", "99999999999", "1e300", "nan", "inf",
@@ -61,6 +63,6 @@ def test_generated_options_end_in_0_2_or_130_and_a_refusal_stores_nothing(args, 
         if rc == 2:
             assert len(err.strip().splitlines()) == 1, (argv, err)
         runs = rd / "results" / "runs"
-        assert not runs.exists() or not any(runs.iterdir()), (argv, rc, err, list(runs.iterdir()))
+        assert left_in(runs) == [], (argv, rc, err, left_in(runs))
     finally:
         shutil.rmtree(rd, ignore_errors=True)

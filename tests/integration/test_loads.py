@@ -17,6 +17,7 @@ from rtforge.measure.session import stop_run
 from rtforge.measure.spec import LatencySpec
 
 from ..support.remoteboard import wait_gone
+from ..support.runs import left_in
 
 ALL = list(load_profiles())
 
@@ -106,7 +107,7 @@ def test_a_load_that_fails_at_once_is_reported_and_nothing_is_stored(monkeypatch
     monkeypatch.setattr(loads_mod, "load_profiles", lambda: {"cpu": bad})
     with pytest.raises(UserError, match=r"\(failed load cpu exited at once with status \d+\): nothing was measured"):
         start_run(LatencySpec(duration_s=5, loads=["cpu"], settle_s=1), store)
-    assert not (store.runs_dir).exists() or not any(store.runs_dir.iterdir())
+    assert left_in(store.runs_dir) == []
 
 
 @pytest.mark.root

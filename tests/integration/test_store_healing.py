@@ -232,7 +232,8 @@ def test_a_full_disk_leaves_no_half_run(tmpfs, tmp_path, capsys):
     big.write_text("\n".join(lines) + "\n")
     status, _, err = run(["import", str(big), *rd], capsys)
     assert status == 2 and "disk is full" in err and err.count("\n") == 1
-    assert sorted(os.listdir(results / "runs")) == sorted(listed(results, capsys))  # no .import-* left
+    assert sorted(os.listdir(results / "runs")) == sorted([".tmp", *listed(results, capsys)])
+    assert os.listdir(results / "runs" / ".tmp") == []   # the scratch: no half import left
     assert len(listed(results, capsys)) == 1
 
 

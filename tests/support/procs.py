@@ -66,9 +66,10 @@ def start_cli(env: dict, *argv) -> subprocess.Popen:
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def run_on_pty(argv: list[str], env: dict[str, str], columns: int | None = None) -> tuple[int, str]:
+def run_on_pty(argv: list[str], env: dict[str, str], columns: int | None = None, rows: int = 50) -> tuple[int, str]:
     """Run argv on a new pseudo-terminal (its stdout and stderr), to the end;
-    with columns, a terminal that many columns wide (as `stty cols` sets it)."""
+    with columns, a terminal that many columns wide and rows high (as `stty cols`
+    and `stty rows` set it)."""
     import fcntl
     import os
     import pty
@@ -78,7 +79,7 @@ def run_on_pty(argv: list[str], env: dict[str, str], columns: int | None = None)
     pid, fd = pty.fork()
     if pid == 0:
         if columns:  # the child's end of the terminal, sized before the program can ask
-            fcntl.ioctl(1, termios.TIOCSWINSZ, struct.pack("HHHH", 50, columns, 0, 0))
+            fcntl.ioctl(1, termios.TIOCSWINSZ, struct.pack("HHHH", rows, columns, 0, 0))
         os.execvpe(argv[0], argv, env)
     out = b""
     while True:

@@ -101,3 +101,43 @@ def bench_run(
     )
     store.save(r)
     return r
+
+
+def left_in(runs_dir) -> list[str]:
+    """What a store's runs/ holds beyond its scratch (runs/.tmp, where imports
+    are built and deleted runs go), and whatever the scratch still holds."""
+    if not runs_dir.is_dir():
+        return []
+    names = sorted(p.name for p in runs_dir.iterdir() if p.name != ".tmp")
+    scratch = runs_dir / ".tmp"
+    return names + (sorted(f".tmp/{p.name}" for p in scratch.iterdir()) if scratch.is_dir() else [])
+
+
+def copies(store: Store, run_id: str, n: int, *, hosts=("pi4-lab",), kernels=("6.12.25-rt8-v8+",),
+           label_every: int = 0) -> list[str]:
+    """n copies of a stored run's folder under new ids, as a store filled over
+    months holds them: one every 90 minutes from 2026-01-01, hosts and kernels
+    in turn, a label ("batch K") on every label_every-th; each a run of its own
+    (its own source sha256).  Their ids, oldest first.  The index is not told:
+    the next command finds them, as it finds folders copied in by hand."""
+    import hashlib
+    import json
+    import shutil
+    from datetime import UTC, datetime, timedelta
+
+    src = store.run_dir(run_id)
+    doc = json.loads((src / "result.json").read_text())
+    ids = []
+    for i in range(n):
+        when = datetime(2026, 1, 1, tzinfo=UTC) + timedelta(minutes=90 * i)
+        host = hosts[i % len(hosts)]
+        new = f"{when:%Y%m%d-%H%M%S}-{host}-{i:04x}"
+        doc.update(run_id=new, host=host, start_time=when.isoformat(timespec="seconds"),
+                   stored_at=(when + timedelta(minutes=1)).isoformat(timespec="microseconds"),
+                   label=f"batch {i // label_every}" if label_every and i % label_every == 0 else None)
+        doc["system"] = {**doc["system"], "kernel_release": kernels[i % len(kernels)]}
+        doc["source"] = {**(doc.get("source") or {}), "sha256": hashlib.sha256(new.encode()).hexdigest()}
+        shutil.copytree(src / "raw", store.runs_dir / new / "raw")
+        (store.runs_dir / new / "result.json").write_text(json.dumps(doc))
+        ids.append(new)
+    return ids

@@ -46,10 +46,14 @@ def latency_option(name: str, *, fleet: bool = False):
     return typer.Option(None, *flags, metavar=o.value_name, help=o.help_text(fleet=fleet))
 
 
-def settled_store(results_dir: Path | None) -> Store:
+def settled_store(results_dir: Path | None, *, check: bool = False) -> Store:
     """The store, with its stale runs settled first (owner gone: finished
-    from what they measured) -- once, by each command that shows runs."""
+    from what they measured) -- once, by each command that shows runs.
+    check: every run folder is compared with the index first (`rtforge
+    runs`), so a run made 'running' by a hand edit is settled too."""
     store = Store(results_dir)
+    if check:
+        store.check()
     lifecycle.settle(store)
     return store
 

@@ -74,32 +74,7 @@ def fitted(console: Console, cols: list[Col], rows: list[list[object]], *, style
     alike_first: a column that is the same in every row goes before the
     others (a comparison is about what differs)."""
     texts = [[c if isinstance(c, Text) else Text(str(c)) for c in row] for row in rows]
-    natural = [max([cell_len(c.name)] + [max(cell_len(line) for line in r[i].plain.split("\n")) for r in texts])
-               for i, c in enumerate(cols)]
-    least = [min(natural[i], c.min_width) if c.wrap else natural[i] for i, c in enumerate(cols)]
-    keep = list(range(len(cols)))
-    empty = [i for i in keep if not cols[i].key and rows and all(r[i].plain in ("–", "?", "") for r in texts)]
-    if alike_first and len(texts) > 1:
-        empty += sorted((i for i in keep if not cols[i].key and i not in empty
-                         and len({r[i].plain for r in texts}) == 1), key=lambda i: cols[i].drop)
-
-    def total(idx: list[int], widths: list[int]) -> int:
-        return sum(widths[i] + 2 for i in idx) + max(len(idx) - 1, 0)  # padding 1+1, a rule between columns
-
-    for i in empty + sorted((i for i in keep if not cols[i].key and i not in empty), key=lambda i: cols[i].drop):
-        if total(keep, least) <= console.width:
-            break
-        keep.remove(i)
-    widths = list(least)
-    room = console.width - total(keep, least)
-    # The room left, shared among the wrapping columns by water-filling: the
-    # column that needs least is satisfied first, the rest share what is left.
-    wanting = sorted((i for i in keep if cols[i].wrap and natural[i] > least[i]), key=lambda i: natural[i] - least[i])
-    while wanting and room > 0:
-        i = wanting.pop(0)
-        more = min(natural[i] - widths[i], room // (len(wanting) + 1))
-        widths[i] += more
-        room -= more
+    keep, widths = _layout(console.width, cols, [[t.plain for t in row] for row in texts], alike_first)
     t = Table(show_edge=False, header_style="bold", **table)
     for i in keep:
         c = cols[i]
@@ -108,6 +83,59 @@ def fitted(console: Console, cols: list[Col], rows: list[list[object]], *, style
     for n, row in enumerate(texts):
         t.add_row(*(row[i] for i in keep), style=style(n) if callable(style) else style)
     return t
+
+
+def plain_table(console: Console, cols: list[Col], rows: list[list[object]]) -> list[str] | None:
+    """The lines fitted(...) prints into a pipe or a file, made here: rich
+    spends about a millisecond a row, seconds for a store's thousands of
+    runs.  None where rich must draw it: on a terminal (styles), in another
+    encoding than UTF-8 (rich draws ASCII rules there) or when a cell would
+    wrap.  The same characters as rich (tests/unit/cli/test_plain_table.py)."""
+    if console.is_terminal or not console.encoding.lower().startswith("utf"):
+        return None
+    values = [[c.plain if isinstance(c, Text) else str(c) for c in row] for row in rows]   # no Text: thousands
+    keep, widths = _layout(console.width, cols, values, False)
+    plain = [[row[i] for i in keep] for row in values]
+    if any("\n" in v or cell_len(v) > widths[i] for row in plain for i, v in zip(keep, row, strict=True)):
+        return None
+
+    def line(values: list[str], rule: str) -> str:
+        return rule.join(" " + (" " * (widths[i] - cell_len(v)) + v if cols[i].right else
+                                v + " " * (widths[i] - cell_len(v))) + " " for i, v in zip(keep, values, strict=True))
+
+    return [line([cols[i].name for i in keep], "┃"), "╇".join("━" * (widths[i] + 2) for i in keep),
+            *(line(values, "│") for values in plain)]
+
+
+def _layout(width: int, cols: list[Col], texts: list[list[str]], alike_first: bool) -> tuple[list[int], list[int]]:
+    """Which columns fit in width, and how wide each is (see fitted); texts: the cells' plain text."""
+    natural = [max([cell_len(c.name)] + [max(cell_len(line) for line in r[i].split("\n")) for r in texts])
+               for i, c in enumerate(cols)]
+    least = [min(natural[i], c.min_width) if c.wrap else natural[i] for i, c in enumerate(cols)]
+    keep = list(range(len(cols)))
+    empty = [i for i in keep if not cols[i].key and texts and all(r[i] in ("–", "?", "") for r in texts)]
+    if alike_first and len(texts) > 1:
+        empty += sorted((i for i in keep if not cols[i].key and i not in empty
+                         and len({r[i] for r in texts}) == 1), key=lambda i: cols[i].drop)
+
+    def total(idx: list[int], widths: list[int]) -> int:
+        return sum(widths[i] + 2 for i in idx) + max(len(idx) - 1, 0)  # padding 1+1, a rule between columns
+
+    for i in empty + sorted((i for i in keep if not cols[i].key and i not in empty), key=lambda i: cols[i].drop):
+        if total(keep, least) <= width:
+            break
+        keep.remove(i)
+    widths = list(least)
+    room = width - total(keep, least)
+    # The room left, shared among the wrapping columns by water-filling: the
+    # column that needs least is satisfied first, the rest share what is left.
+    wanting = sorted((i for i in keep if cols[i].wrap and natural[i] > least[i]), key=lambda i: natural[i] - least[i])
+    while wanting and room > 0:
+        i = wanting.pop(0)
+        more = min(natural[i] - widths[i], room // (len(wanting) + 1))
+        widths[i] += more
+        room -= more
+    return keep, widths
 
 
 def run_header(r: RunResult) -> str:

@@ -192,9 +192,7 @@ def settle(store: Store) -> list[str]:
     """Settle every stale run in the store: stored as running, its owner
     gone.  Called once by each command that shows runs; returns their ids."""
     settled = []
-    for row in store.list():
-        if row.state != "running":
-            continue
+    for row in store.running():   # the index alone: no folder is read for a run long finished
         try:
             result = store.load(row.run_id)
         except UserError:

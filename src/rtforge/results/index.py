@@ -4,7 +4,9 @@ and how the file is created -- or refused (see store.py's docstring).
 The index lists runs for speed; the run folders are the truth, and the
 index is rebuilt from them whenever it is missing, of another version or
 damaged.  It is only ever rebuilt when it is an rtforge index: the file
-header's application id says so (older indexes: their two tables).
+header's application id says so (older indexes: their two tables).  An
+index of version 3 is upgraded in place instead (``_upgrade``): its rows
+are those of version 4, so a store of thousands of runs is not re-read.
 """
 
 from __future__ import annotations
@@ -12,18 +14,26 @@ from __future__ import annotations
 import os
 import sqlite3
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 from .model import RunResult
 from .stats import summarize_all
 
-INDEX_VERSION = 3   # 3: loads NULL when unknown (an import), '' when none
+# 3: loads NULL when unknown (an import), '' when none.  4: start_utc (for
+# `runs --since`), indexes for the order, labels and states, and the meta
+# table holding the stamp of runs/ (store.py: lookups scan no folder).
+INDEX_VERSION = 4
 COLUMNS = (
     "run_id", "kind", "engine", "label", "host", "kernel_release", "preempt_model", "loads",
     "duration_s", "interval_us", "max_ns", "p99_ns", "start_time", "state", "source_sha256", "stored_at",
 )
-_INSERT = f"INSERT OR REPLACE INTO runs VALUES ({','.join('?' * (len(COLUMNS) + 1))})"
-_ORDER = "ORDER BY COALESCE(stored_at, start_time), run_id"
+# beyond the row a user sees: what the folder's result.json was when read, and the start in UTC
+_INSERT = f"INSERT OR REPLACE INTO runs ({','.join(COLUMNS)}, file_key, start_utc) " \
+          f"VALUES ({','.join('?' * (len(COLUMNS) + 2))})"
+# the order runs were stored in (the expression is runs_order's, so SQLite reads that index)
+ORDER_KEY = "COALESCE(stored_at, start_time)"
+_ORDER = f"ORDER BY {ORDER_KEY}, run_id"
 
 
 @dataclass
@@ -71,6 +81,23 @@ def _row(result: RunResult) -> tuple:
         summary.max_ns if summary else None, summary.p99_ns if summary else None, result.start_time, result.state,
         (result.source or {}).get("sha256"), result.stored_at,
     )
+
+
+def start_utc(start_time: object) -> str | None:
+    """A start time as UTC ISO text, which sorts and compares as the instant
+    it is (start times carry their board's offset); None when not a time."""
+    try:
+        when = datetime.fromisoformat(start_time) if isinstance(start_time, str) else None
+    except ValueError:
+        return None
+    if when is None or when.tzinfo is None:
+        return None   # rtforge writes offsets; a time without one is no instant
+    return when.astimezone(UTC).isoformat(timespec="seconds")
+
+
+def insert_values(result: RunResult, key: str | None) -> tuple:
+    """The values of _INSERT for a result whose folder has this file_key."""
+    return _sql((*_row(result), key, start_utc(result.start_time)))
 
 
 def _sql(values: tuple) -> tuple:
@@ -129,13 +156,46 @@ def _create(db: sqlite3.Connection) -> None:
     cols = ", ".join(f"{c} TEXT PRIMARY KEY" if c == "run_id" else c for c in COLUMNS)
     db.execute("DROP TABLE IF EXISTS runs")
     db.execute("DROP TABLE IF EXISTS damaged")
-    db.execute(f"CREATE TABLE runs ({cols}, file_key TEXT)")
+    db.execute("DROP TABLE IF EXISTS meta")
+    db.execute(f"CREATE TABLE runs ({cols}, file_key TEXT, start_utc TEXT)")
     db.execute("CREATE INDEX runs_sha ON runs (source_sha256)")
     db.execute("CREATE TABLE damaged (folder TEXT PRIMARY KEY, path TEXT, why TEXT, file_key TEXT, "
                "source_sha256 TEXT)")
-    db.execute(f"PRAGMA user_version = {INDEX_VERSION}")
+    _version_4(db)
     db.execute(f"PRAGMA application_id = {_APPLICATION_ID}")
     db.commit()
+
+
+def _version_4(db: sqlite3.Connection) -> None:
+    """What version 4 adds to version 3's tables."""
+    db.execute(f"CREATE INDEX runs_order ON runs ({ORDER_KEY}, run_id)")
+    db.execute("CREATE INDEX runs_label ON runs (label)")
+    db.execute("CREATE INDEX runs_state ON runs (state)")
+    db.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT)")
+    db.execute(f"PRAGMA user_version = {INDEX_VERSION}")
+
+
+def _upgrade(db: sqlite3.Connection) -> bool:
+    """A version-3 index made version 4 in place, in one transaction; False
+    for any other version (rebuilt from the folders instead).  Its rows are
+    kept: version 3 compared every folder with them at each open, so they
+    are as current as the last rtforge left them, and the meta table starts
+    without a stamp, so the first open compares every folder once more."""
+    db.execute("BEGIN IMMEDIATE")   # two rtforges upgrading at once: one does it, the other sees it done
+    try:
+        version = db.execute("PRAGMA user_version").fetchone()[0]
+        if version != 3:
+            db.rollback()
+            return version == INDEX_VERSION
+        db.execute("ALTER TABLE runs ADD COLUMN start_utc TEXT")
+        starts = db.execute("SELECT run_id, start_time FROM runs").fetchall()
+        db.executemany("UPDATE runs SET start_utc = ? WHERE run_id = ?", ((start_utc(t), r) for r, t in starts))
+        _version_4(db)
+        db.commit()
+        return True
+    except BaseException:
+        db.rollback()
+        raise
 
 
 def _read_only(e: sqlite3.OperationalError) -> bool:

@@ -77,19 +77,28 @@ def read_result(folder: Path) -> RunResult:
     return result
 
 
-def file_key(folder: Path) -> str | None:
+def file_key(folder: Path | os.DirEntry) -> str | None:
     """What identifies a folder's result.json version: inode, size, mtime.
-    None for a folder still being written (no result.json, just made)."""
+    None for a folder still being written (no result.json, just made).  A
+    DirEntry from a scan of runs/ knows whether it is a folder without a stat."""
     try:
-        fst = os.lstat(folder)
+        is_dir = folder.is_dir(follow_symlinks=False) if isinstance(folder, os.DirEntry) else \
+            stat.S_ISDIR(os.lstat(folder).st_mode)
+        if not is_dir:
+            fst = os.lstat(folder)
+            return f"not a folder:{fst.st_mode}:{fst.st_mtime_ns}"
     except OSError:
         return None
-    if not stat.S_ISDIR(fst.st_mode):
-        return f"not a folder:{fst.st_mode}:{fst.st_mtime_ns}"
     try:
-        st = os.lstat(folder / "result.json")
+        st = os.lstat(os.path.join(folder, "result.json"))
     except FileNotFoundError:
-        if time.time() - fst.st_mtime < SETTLING_S or not any(folder.iterdir()):
+        try:
+            fst = os.lstat(folder)
+            with os.scandir(os.fspath(folder)) as it:
+                empty = next(it, None) is None
+        except OSError:
+            return None
+        if time.time() - fst.st_mtime < SETTLING_S or empty:
             return None
         return f"missing:{fst.st_mtime_ns}"
     except OSError as e:

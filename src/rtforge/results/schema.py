@@ -113,9 +113,25 @@ CPU = {
     "cpu": INT, "count": COUNT, "min_ns": opt(COUNT), "max_ns": opt(COUNT), "sum_ns": opt(SUM),
     "overruns": opt(COUNT), "spikes": opt(COUNT), "spikes_dropped": COUNT, "hist": DICT,
 }
+def _buckets(v: Any) -> bool:
+    """[lo, hi, count] rows of counts, lo <= hi: list_of(...) spelled out as
+    one loop, since a run holds thousands and rebuilding a store's index
+    checks them all (``type(x) is int``: JSON's ints, never a bool)."""
+    if not isinstance(v, list):
+        return False
+    for b in v:
+        if type(b) is not list or len(b) != 3:
+            return False
+        lo, hi, n = b
+        if not (type(lo) is int and type(hi) is int and type(n) is int and 0 <= lo <= hi <= INT_MAX
+                and 0 <= n <= INT_MAX):
+            return False
+    return True
+
+
 HIST = {
-    "buckets": list_of(lambda b: isinstance(b, list) and len(b) == 3 and all(COUNT(x) for x in b) and b[0] <= b[1]),
-    "overflow": opt(COUNT), "range_max_ns": opt(INT),
+    "buckets": _buckets,
+    "overflow": opt(COUNT), "range_max_ns": opt(INT),   # overflow None: unknown (format 5: a CSV import)
 }
 SOURCE = {"file": opt(STR), "sha256": opt(STR), "format": opt(STR)}
 OWNER = {"pid": COUNT, "start_ticks": opt(INT), "boot_id": opt(STR)}

@@ -6,8 +6,13 @@
 
 The index heals itself: it is rebuilt from the run folders when it is
 missing, of another schema version or unreadable (truncated, garbage; with
-a warning), and every listing compares it with the folders (one stat per
-run), so runs added, changed or removed by hand are noticed.  A folder whose
+a warning); an index of the previous version is upgraded in place.  Lookups
+(import, show, label, delete) answer from the index alone: one stat of
+runs/ tells them whether folders were added or removed since, and only then
+is runs/ listed and the new folders read (storeindex.py).  A listing
+(`list`, `check`: `rtforge runs`) compares every folder's result.json with
+the index (one stat per run), so runs changed in place by hand are noticed
+there.  A folder whose
 result.json is damaged (cut off, ``[]``, NaN, wrong types, a symbolic link,
 a run id that is not its folder's name) is listed as damaged with why and
 where, and never hides the others.  A read-only store is still read: the
@@ -23,7 +28,8 @@ symbolic link, must be a regular file, and a database that is not an
 rtforge index (another application's) is never altered -- the index is
 then kept in memory and a warning says what to do.  Writers (an import, a
 run ending, a fetch, a relabel) take the store's lock (``writing``), so two
-imports of one file cannot both succeed.
+imports of one file cannot both succeed.  Their scratch (an import being
+built, a run being deleted) is runs/.tmp/, so it never changes runs/.
 
 `last` is the run stored last (``stored_at``, set when a run is first
 saved), not the one that started last: an import of an old file is last
@@ -40,9 +46,8 @@ import os
 import re
 import secrets
 import shutil
-import sqlite3
-import stat
 import tempfile
+from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -51,24 +56,12 @@ from .. import paths
 from ..errors import UserError
 from ..paths import open_existing, sync_dir
 from .display import clean
-from .index import (
-    _INSERT,
-    _ORDER,
-    COLUMNS,
-    INDEX_VERSION,
-    DamagedRun,
-    IndexRow,
-    _create,
-    _lstat,
-    _memory,
-    _ours,
-    _read_only,
-    _row,
-    _sql,
-)
+from .index import _INSERT, _ORDER, COLUMNS, ORDER_KEY, DamagedRun, IndexRow, _sql, insert_values
 from .model import RunResult
-from .runfolder import damaged_source, file_key, read_result
+from .runfolder import file_key, read_result
+from .runquery import RunQuery
 from .schema import RUN_ID_RE, Damaged
+from .storeindex import RunIndex, stamp
 
 log = logging.getLogger("rtforge")
 
@@ -77,8 +70,10 @@ class Store:
         self.root = Path(root) if root else paths.data_dir()
         self.runs_dir = self.root / "runs"
         self.db_path = self.root / "runs.db"
+        self.scratch = self.runs_dir / ".tmp"
         self._warned: set[str] = set()
         self._held = 0   # writing() is re-entrant within this process
+        self._index = RunIndex(self).connect
 
     def _check_missing_root(self) -> None:
         """A store that is not there is empty -- unless the path cannot be a
@@ -194,6 +189,7 @@ class Store:
         """Write result.json atomically (synced, renamed), then index it."""
         d = self.run_dir(result.run_id)
         self._writable_root()
+        before = stamp(self.runs_dir)   # the index was current then: the change below is this writer's
         try:
             d.mkdir(exist_ok=True)
         except OSError as e:
@@ -204,25 +200,40 @@ class Store:
             result.stored_at = self._stored_at(result.run_id) or _now()
         paths.write_atomic(d / "result.json", result.to_json(), fixed_tmp=True)
         try:
-            with self._index() as db:
-                db.execute(_INSERT, _sql((*_row(result), file_key(d))))
+            with self._index(before=before) as db:
+                db.execute(_INSERT, insert_values(result, file_key(d)))
         except UserError as e:
             log.warning("%s; the run is saved and the index is rebuilt from the run folders later", e)
         return d
 
     def staging(self) -> Path:
-        """A new hidden folder in the store to build a run in (see add)."""
+        """A new folder in the store's scratch to build a run in (see add)."""
         self._writable_root()
         try:
-            return Path(tempfile.mkdtemp(dir=self.runs_dir, prefix=".import-"))
+            return Path(tempfile.mkdtemp(dir=self._scratch("write into the run store"), prefix="import-"))
         except OSError as e:
             raise UserError(paths.os_error_sentence(self.runs_dir, e, "write into the run store")) from None
+
+    def _scratch(self, doing: str) -> Path:
+        """runs/.tmp, made if needed: a folder of the store's own, never
+        followed through a symbolic link out of the store."""
+        try:
+            self.scratch.mkdir(exist_ok=True)
+        except FileExistsError:
+            pass   # a file or a link where the scratch belongs: said below
+        except OSError as e:
+            raise UserError(paths.os_error_sentence(self.scratch, e, doing)) from None
+        if self.scratch.is_symlink() or not self.scratch.is_dir():
+            raise UserError(f"{self.scratch} is not a folder of the store (a symbolic link or a file): remove it "
+                            "and try again")
+        return self.scratch
 
     def _add_unlocked(self, result: RunResult, staging: Path) -> Path:
         """Make a staging folder (raw files inside) the run folder of result:
         result.json is written into it, then the folder is renamed into place,
         so a run appears whole or not at all.  The run id changes if taken."""
         result.stored_at = _now()
+        before = stamp(self.runs_dir)
         for _ in range(100):
             d = self.run_dir(result.run_id)
             paths.write_atomic(staging / "result.json", result.to_json())
@@ -238,8 +249,8 @@ class Store:
             raise UserError(f"no free run id like {result.run_id} in {self.runs_dir}; try again")
         sync_dir(self.runs_dir)
         try:
-            with self._index() as db:
-                db.execute(_INSERT, _sql((*_row(result), file_key(d))))
+            with self._index(before=before) as db:
+                db.execute(_INSERT, insert_values(result, file_key(d)))
         except UserError as e:
             log.warning("%s; the run is stored and the index is rebuilt from the run folders later", e)
         return d
@@ -272,142 +283,63 @@ class Store:
             pass
 
     # -- index ---------------------------------------------------------------
-    @contextmanager
-    def _index(self):
-        """The index, in step with the run folders."""
-        db = self._open()
-        try:
-            try:
-                self._sync(db)
-                db.commit()
-            except sqlite3.OperationalError as e:
-                if not _read_only(e):
-                    raise
-                db.close()  # a read-only store: index it in memory
-                db = _memory()
-                self._sync(db)
-            yield db
-            db.commit()
-        except sqlite3.OperationalError as e:
-            if "locked" in str(e):
-                raise UserError(f"the run store's index {self.db_path} stayed locked by another rtforge for 30 s; "
-                                "try again when it is done") from None
-            raise UserError(f"cannot use the run store's index {self.db_path} ({e}): check the folder, "
-                            "or delete runs.db to have it rebuilt") from None
-        finally:
-            db.close()
-
-    def _open(self) -> sqlite3.Connection:
-        if not self.root.is_dir():
-            self._check_missing_root()
-            return _memory()  # nothing stored yet; reading must not create the store
-        before = _lstat(self.db_path)
-        if before is not None and not stat.S_ISREG(before.st_mode):
-            self._warn_once(f"the run index {self.db_path} is not a regular file (a symbolic link or a folder): "
-                            "rtforge does not follow it or write through it; the index is kept in memory -- "
-                            "remove it to have it rebuilt")
-            return _memory()
-        if before is not None and not _ours(self.db_path):
-            self._warn_once(f"{self.db_path} is not an rtforge index (another program's database?): rtforge leaves "
-                            "it as it is and keeps the index in memory; move it out of the store to have the index "
-                            "rebuilt")
-            return _memory()
-        try:
-            db = sqlite3.connect(self.db_path, timeout=30)
-        except sqlite3.Error:
-            return _memory()  # cannot even open it (a read-only folder without runs.db)
-        after = _lstat(self.db_path)
-        if after is None or not stat.S_ISREG(after.st_mode) or \
-                (before is not None and (before.st_dev, before.st_ino) != (after.st_dev, after.st_ino)):
-            db.close()  # swapped for something else while being opened: not ours to write
-            return _memory()
-        try:
-            version = db.execute("PRAGMA user_version").fetchone()[0]
-            if version == INDEX_VERSION:
-                check = db.execute("PRAGMA quick_check").fetchone()[0]
-                if check != "ok":
-                    raise sqlite3.DatabaseError(check)
-                db.execute("SELECT COUNT(*) FROM runs").fetchone()
-                db.execute("SELECT COUNT(*) FROM damaged").fetchone()
-                return db
-            _create(db)
-            return db
-        except sqlite3.OperationalError as e:
-            if "locked" in str(e):
-                db.close()
-                raise UserError(f"the run store's index {self.db_path} stayed locked by another rtforge for 30 s; "
-                                "try again when it is done") from None
-            if _read_only(e):
-                db.close()
-                return _memory()
-            reason: sqlite3.Error = e
-        except sqlite3.DatabaseError as e:
-            reason = e
-        db.close()
-        log.warning("the run index %s is unreadable (%s): rebuilding it from the run folders", self.db_path, reason)
-        for suffix in ("", "-journal", "-wal", "-shm"):
-            try:
-                if (st := _lstat(Path(f"{self.db_path}{suffix}"))) is not None and stat.S_ISREG(st.st_mode):
-                    Path(f"{self.db_path}{suffix}").unlink()
-            except OSError:
-                return _memory()
-        try:
-            db = sqlite3.connect(self.db_path, timeout=30)
-            _create(db)
-            return db
-        except sqlite3.Error:
-            return _memory()
-
-    def _sync(self, db: sqlite3.Connection) -> None:
-        """Index the folders that are new or whose result.json changed; forget the gone."""
-        on_disk: dict[str, str] = {}
-        if self.runs_dir.is_dir():
-            with os.scandir(self.runs_dir) as it:
-                for entry in it:
-                    if entry.name.startswith("."):
-                        continue  # the temporary folders of imports and fetches
-                    key = file_key(Path(entry.path))
-                    if key is not None:
-                        on_disk[entry.name] = key
-        indexed = dict(db.execute("SELECT run_id, file_key FROM runs").fetchall())
-        indexed.update(db.execute("SELECT folder, file_key FROM damaged").fetchall())
-        by_db = {_sql((name,))[0]: name for name in on_disk}  # the index holds names as SQLite can
-        for gone in indexed.keys() - by_db.keys():
-            db.execute("DELETE FROM runs WHERE run_id = ?", (gone,))
-            db.execute("DELETE FROM damaged WHERE folder = ?", (gone,))
-        for db_name, name in by_db.items():
-            if indexed.get(db_name) != on_disk[name]:
-                self._index_folder(db, name, on_disk[name])
-
-    def _index_folder(self, db: sqlite3.Connection, name: str, key: str) -> None:
-        db.execute("DELETE FROM runs WHERE run_id = ?", _sql((name,)))
-        db.execute("DELETE FROM damaged WHERE folder = ?", _sql((name,)))
-        folder = self.runs_dir / name
-        try:
-            if folder.is_symlink() or not folder.is_dir():
-                raise Damaged("it is not a folder but a symbolic link or a file")
-            if not RUN_ID_RE.fullmatch(name):
-                raise Damaged("its name is not a run id")
-            result = read_result(folder)
-            db.execute(_INSERT, _sql((*_row(result), key)))
-        except Damaged as e:
-            where = str(folder / "result.json") if folder.is_dir() and not folder.is_symlink() else str(folder)
-            db.execute("INSERT OR REPLACE INTO damaged VALUES (?,?,?,?,?)",
-                       _sql((name, where, str(e), key, damaged_source(folder))))
-
     def reindex(self) -> int:
-        """Rebuild the index from the run folders; the number of readable runs."""
+        """Rebuild the index from the run folders (one read at a time); the number of readable runs."""
         with self._index() as db:
             db.execute("DELETE FROM runs")
             db.execute("DELETE FROM damaged")
-            self._sync(db)
+            RunIndex(self).catch_up(db, verify=True)
             return db.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
 
+    def check(self) -> None:
+        """Compare every run folder's result.json with the index (a stat
+        each): what was edited, damaged or repaired in place is read again."""
+        with self._index(verify=True):
+            pass
+
     def list(self) -> list[IndexRow]:
-        """All readable runs, in the order they were stored."""
-        with self._index() as db:
+        """All readable runs, in the order they were stored, every folder checked first."""
+        with self._index(verify=True) as db:
             rows = db.execute(f"SELECT {','.join(COLUMNS)} FROM runs {_ORDER}").fetchall()
         return [IndexRow(*r) for r in rows]
+
+    def count(self, query: RunQuery | None = None) -> int:
+        where, params = (query or RunQuery()).where()
+        with self._index() as db:
+            return db.execute(f"SELECT COUNT(*) FROM runs {where}", params).fetchone()[0]
+
+    def rows(self, query: RunQuery | None = None, newest: int | None = None, page: int = 500) -> Iterator[IndexRow]:
+        """The runs query keeps (newest: only the newest that many), in the
+        order they were stored, read a page at a time: no read of the index
+        stays open while the caller writes them out (a reader holding one
+        would keep an import waiting), and no list of every row is made."""
+        where, params = (query or RunQuery()).where()
+        joined = "AND" if where else "WHERE"
+        with self._index() as db:
+            bound, op = None, ">="
+            if newest is not None:   # the oldest of the newest N; none: there are fewer, all are shown
+                bound = db.execute(f"SELECT {ORDER_KEY}, run_id FROM runs {where} ORDER BY {ORDER_KEY} DESC, "
+                                   "run_id DESC LIMIT 1 OFFSET ?", (*params, max(newest - 1, 0))).fetchone()
+            while True:
+                cond, args = (f"{where} {joined} ({ORDER_KEY}, run_id) {op} (?, ?)", (*params, *bound)) \
+                    if bound else (where, params)
+                got = db.execute(f"SELECT {','.join(COLUMNS)}, {ORDER_KEY} FROM runs {cond} {_ORDER} LIMIT ?",
+                                 (*args, page)).fetchall()
+                yield from (IndexRow(*r[:-1]) for r in got)
+                if len(got) < page:
+                    return
+                bound, op = (got[-1][-1], got[-1][0]), ">"
+
+    def running(self) -> builtins.list[IndexRow]:
+        """The runs stored as running (for the lifecycle to settle)."""
+        with self._index() as db:
+            rows = db.execute(f"SELECT {','.join(COLUMNS)} FROM runs WHERE state = 'running' {_ORDER}").fetchall()
+        return [IndexRow(*r) for r in rows]
+
+    def labelled(self, label: str) -> builtins.list[str]:
+        """The ids of the runs carrying this label."""
+        with self._index() as db:
+            return [r[0] for r in db.execute(f"SELECT run_id FROM runs WHERE label = ? {_ORDER}", _sql((label,)))]
 
     def damaged(self) -> builtins.list[DamagedRun]:  # typing's List: `list` is a method of this class
         """Run folders that could not be read, with why and where."""
@@ -426,25 +358,34 @@ class Store:
         """A run reference -> run id: 'last' (the run stored last), a run id, a
         unique prefix of one, or a unique label.  An ambiguous reference lists
         its candidates; one that names a damaged folder says what is wrong."""
-        rows = self.list()
-        if not rows:
-            raise UserError(f"no runs stored in {self.root}; measure one with `rtforge latency`")
-        if ref == "last":
-            return rows[-1].run_id
-        if any(r.run_id == ref for r in rows):
-            return ref
-        matches = [r for r in rows if ref and (r.label == ref or r.run_id.startswith(ref))]
-        if len(matches) == 1:
-            return matches[0].run_id
-        if not matches:
-            broken = [d for d in self.damaged() if d.folder == ref or (ref and d.folder.startswith(ref))]
+        (key,) = _sql((ref,))
+        # a prefix as a range of the primary key: every id that starts with it sorts from it to it + the last code point
+        named = "(? <> '' AND (label = ? OR (run_id >= ? AND run_id < ?)))"
+        with self._index() as db:
+            if db.execute("SELECT 1 FROM runs LIMIT 1").fetchone() is None:
+                raise UserError(f"no runs stored in {self.root}; measure one with `rtforge latency`")
+            if ref == "last":
+                last = f"SELECT run_id FROM runs ORDER BY {ORDER_KEY} DESC, run_id DESC LIMIT 1"
+                return db.execute(last).fetchone()[0]
+            if db.execute("SELECT 1 FROM runs WHERE run_id = ?", (key,)).fetchone():
+                return ref
+            args = (key, key, key, key + "\U0010ffff")
+            count = db.execute(f"SELECT COUNT(*) FROM runs WHERE {named}", args).fetchone()[0]
+            matches = db.execute(f"SELECT run_id, label FROM runs WHERE {named} {_ORDER} LIMIT 5", args).fetchall()
+            broken = [] if count else db.execute(
+                "SELECT folder, path, why FROM damaged WHERE ? <> '' AND (folder = ? OR (folder >= ? AND folder < ?)) "
+                "LIMIT 2", args).fetchall()
+        if count == 1:
+            return matches[0][0]
+        if not count:
             if len(broken) == 1:
-                raise UserError(f"run {broken[0].folder} is damaged: {broken[0].path}: {broken[0].why}; "
+                folder, path, why = broken[0]
+                raise UserError(f"run {folder} is damaged: {path}: {why}; "
                                 "repair or delete that folder, or import the run again")
             raise UserError(f"no run has the id or label '{clean(ref)}'; `rtforge runs` lists the stored runs")
-        shown = ", ".join(f"{r.run_id}" + (f" ({clean(r.label)})" if r.label else "") for r in matches[:5])
-        more = f" and {len(matches) - 5} more" if len(matches) > 5 else ""
-        raise UserError(f"'{clean(ref)}' names {len(matches)} runs: {shown}{more}; give the id, or more of it")
+        shown = ", ".join(f"{run_id}" + (f" ({clean(label)})" if label else "") for run_id, label in matches)
+        more = f" and {count - 5} more" if count > 5 else ""
+        raise UserError(f"'{clean(ref)}' names {count} runs: {shown}{more}; give the id, or more of it")
 
     def _relabel_unlocked(self, run_id: str, label: str | None) -> RunResult:
         """Give a stored run a new label (None: none); the index follows."""
@@ -457,7 +398,8 @@ class Store:
         """Delete a stored run: its folder leaves the store in one rename
         (a reader sees it whole or not at all), then its files go."""
         d = self.run_dir(run_id)
-        trash = self.runs_dir / f".deleted-{run_id}-{secrets.token_hex(4)}"
+        trash = self._scratch("delete the run") / f"deleted-{run_id}-{secrets.token_hex(4)}"
+        before = stamp(self.runs_dir)
         try:
             os.rename(d, trash)
         except FileNotFoundError:
@@ -466,7 +408,7 @@ class Store:
             raise UserError(paths.os_error_sentence(d, e, "delete the run")) from None
         sync_dir(self.runs_dir)
         try:
-            with self._index() as db:
+            with self._index(before=before) as db:
                 db.execute("DELETE FROM runs WHERE run_id = ?", _sql((run_id,)))
                 db.execute("DELETE FROM damaged WHERE folder = ?", _sql((run_id,)))
         except UserError as e:

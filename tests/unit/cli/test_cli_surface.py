@@ -14,6 +14,8 @@ import pytest
 from rtforge import __version__
 from rtforge.cli import JOURNEY, main
 
+from ...support.runs import left_in
+
 GOLDEN = Path(__file__).resolve().parents[2] / "golden" / "cyclictest"
 
 
@@ -93,4 +95,4 @@ def test_import_says_what_the_user_knows_and_unknown_stays_unknown(tmp_path, cap
 def test_import_options_are_checked(tmp_path, capsys, argv, says):
     code, _, err = run(capsys, "import", str(GOLDEN / "summary.txt"), *argv, "--results-dir", str(tmp_path / "r"))
     assert code == 2 and says in err and len(err.strip().splitlines()) == 1
-    assert not (tmp_path / "r" / "runs").exists() or not any((tmp_path / "r" / "runs").iterdir())
+    assert left_in(tmp_path / "r" / "runs") == []

@@ -17,6 +17,8 @@ from rtforge.results.importers import import_file, parse
 from rtforge.results.stats import summarize_all, summarize_cpu
 from rtforge.results.store import Store
 
+from ...support.runs import left_in
+
 GOLDEN = Path(__file__).parents[2] / "golden" / "cyclictest"
 GOLDEN_FILES = sorted(p for p in GOLDEN.iterdir() if p.suffix in (".txt", ".csv", ".json"))
 # real rtla outputs (tests/fixtures/rtla/import): their reader is fuzzed with the same mutations
@@ -91,7 +93,7 @@ def test_bad_input_is_one_line_exit_2_and_nothing_stored(case, tmp_path, capsys)
         assert int(m["line"]) == line, err
     assert "Traceback" not in err
     runs = results / "runs"
-    assert not runs.exists() or not any(runs.iterdir())
+    assert left_in(runs) == []
     assert Store(results).list() == []
 
 
@@ -238,7 +240,7 @@ def test_fuzz_store_gets_a_whole_run_or_nothing(tmp_path_factory, path, pos, blo
     try:
         r = import_file(src, store)
     except UserError:
-        assert not store.runs_dir.exists() or not any(store.runs_dir.iterdir())
+        assert left_in(store.runs_dir) == []
         assert store.list() == []
         return
     [row] = store.list()

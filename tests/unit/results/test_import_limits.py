@@ -16,6 +16,8 @@ import pytest
 from rtforge.cli import main
 from rtforge.results.store import Store
 
+from ...support.runs import left_in
+
 GOLDEN = Path(__file__).parents[2] / "golden" / "cyclictest"
 
 
@@ -44,7 +46,7 @@ def test_what_is_not_a_regular_file_is_refused_at_once(tmp_path, rtforge_cmd, wh
             sock.close()
     assert p.returncode == 2 and p.stderr.count("\n") == 1, p.stderr
     assert "regular file" in p.stderr or "is a directory" in p.stderr
-    assert not (tmp_path / "results" / "runs").exists() or not os.listdir(tmp_path / "results" / "runs")
+    assert left_in(tmp_path / "results" / "runs") == []
 
 
 def test_a_file_too_large_to_be_cyclictest_output_is_refused_unread(tmp_path, capsys):

@@ -13,7 +13,7 @@ from rtforge.errors import UserError
 from rtforge.results.importers import import_file
 from rtforge.results.store import Store
 
-from ...support.runs import run, us_cpu
+from ...support.runs import left_in, run, us_cpu
 
 CORPUS = os.path.join(os.path.dirname(__file__), "..", "..", "corpus", "cyclictest")
 
@@ -61,7 +61,7 @@ def test_relabel_and_delete_keep_index_and_folders_in_step(named, capsys):
     assert main(["delete", "stock", "rt", "--yes", *rd]) == 0
     left = [r.run_id for r in named.list()]
     assert left == ["20260101-000002-pi-0002", "20260101-000003-pi-0003"]
-    assert sorted(p.name for p in named.runs_dir.iterdir()) == left      # the files went, nothing half-deleted
+    assert left_in(named.runs_dir) == left      # the files went, nothing half-deleted
     capsys.readouterr()
     assert main(["delete", "rt 2", *rd]) == 2                             # no tty, no --yes: nothing happens
     assert "give --yes" in capsys.readouterr().err and len(named.list()) == 2
