@@ -8,7 +8,7 @@ ratio printed is the median over the rounds, with the lowest and highest
 (a 2-CPU virtual machine varies by 10-15 % from one run to the next).
 
 The boards are tests/support/fleetboards.py's: real sshds on loopback, each
-in its own mount and UTS namespace (own host name, own /var/tmp/rtforge),
+in its own mount and UTS namespace (own host name, own /var/lib/rtforge),
 all on this machine's CPUs -- so every board's probe competes with the
 controller for them.  The probes measure one CPU at a slow interval
 (--cpus 0 --interval-us 10000) so that 32 of them leave the machine to the
