@@ -112,6 +112,19 @@ def test_wrong_board_is_refused_before_anything_changes(pi):
     assert snapshot(root) == before
 
 
+def test_a_board_without_a_boot_partition_is_refused_before_anything_changes(pi):
+    from rtforge.device.deploy import pikernels
+
+    board, bundle, root = pi()
+    (root / "boot/firmware/config.txt").unlink()
+    before = snapshot(root)
+    for step in (lambda: deploy_pi(board, bundle), lambda: pikernels.installed(board),
+                 lambda: pikernels.rollback(board)):
+        with pytest.raises(UserError, match="board has no config.txt in /boot/firmware or /boot"):
+            step()
+    assert snapshot(root) == before
+
+
 @pytest.mark.slow
 def test_checksum_mismatch_on_the_board_unwinds(pi):
     board, bundle, root = pi(damage=b"rt dtb")  # the dtb's bytes are damaged on the way

@@ -60,7 +60,7 @@ class Campaign:
     boards: dict[str, BoardRecord] = field(default_factory=dict)
     plays: int = 0                      # how many times the command ran for it
     format_version: int = FORMAT_VERSION
-    dir: Path | None = None
+    dir: Path = field(kw_only=True)     # where it is kept (not in campaign.json: the folder is where it was read)
 
     def board(self, host: str) -> BoardRecord:
         return self.boards.setdefault(host, BoardRecord(host))
@@ -75,7 +75,6 @@ class Campaign:
         return d
 
     def save(self) -> None:
-        assert self.dir is not None
         paths.write_atomic(self.dir / "campaign.json", json.dumps(self.to_dict(), indent=1, sort_keys=True) + "\n")
 
     @classmethod
@@ -83,13 +82,13 @@ class Campaign:
         try:
             d = json.loads((folder / "campaign.json").read_text())
             boards = {h: BoardRecord(**b) for h, b in d.pop("boards").items()}
-            c = cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__}, boards=boards)
+            c = cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__ and k != "dir"}, boards=boards,
+                    dir=folder)
         except (OSError, ValueError, TypeError, KeyError, AttributeError) as e:
             raise UserError(f"the fleet record {folder / 'campaign.json'} cannot be read ({e}): move that folder "
                             "away, or run the command with --new") from None
         if c.format_version > FORMAT_VERSION:
             raise UserError(f"the fleet record {folder} was written by a newer rtforge; upgrade rtforge")
-        c.dir = folder
         return c
 
 

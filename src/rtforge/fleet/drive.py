@@ -167,15 +167,16 @@ def plan_deploy(inv: Inventory, store: Store, bundle: Path | None, *, official: 
 
 def _check_bundle(host: str, path: Path, hostvars: dict) -> str:
     """A bundle that exists and fits the board's rtforge_board; its absolute path."""
+    named = shown(str(path), 200)   # from an inventory: no control characters in a message, but a path whole
     if not path.exists():
-        raise UserError(f"the bundle {shown(path)} for {host} does not exist: build it with `rtforge kernel build`")
+        raise UserError(f"the bundle {named} for {host} does not exist: build it with `rtforge kernel build`")
     if path.suffix == ".deb":
         return str(path.resolve())
     b = open_bundle(path)
     try:
         wanted = settings.board_name(host, hostvars)
         if wanted is not None and b.board != wanted:
-            raise UserError(f"{host} is a {wanted} ({settings.BOARD}) but the bundle {shown(path)} was built for "
+            raise UserError(f"{host} is a {wanted} ({settings.BOARD}) but the bundle {named} was built for "
                             f"{b.board}: give it a {wanted} bundle in {settings.BUNDLE}")
     finally:
         b.close()

@@ -35,7 +35,7 @@ class BoardEvidence:
 
 
 def _mine(host: str, label: str | None) -> bool:
-    return bool(label) and (label == host or label.startswith(host + " "))
+    return bool(label and (label == host or label.startswith(host + " ")))
 
 
 def gather(inv: Inventory, store: Store, cycle_time: str | None) -> list[BoardEvidence]:
@@ -55,8 +55,8 @@ def gather(inv: Inventory, store: Store, cycle_time: str | None) -> list[BoardEv
             e.last[c.command] = {"outcome": r.outcome, "message": r.message, "at": r.at, "fleet": c.id}
             if r.outcome == "ok" and r.at:
                 seen.append(r.at)
-            report = c.dir / "doctor" / f"{h}.json" if c.dir else None
-            if c.command == "doctor" and report is not None and report.is_file():
+            report = c.dir / "doctor" / f"{h}.json"
+            if c.command == "doctor" and report.is_file():
                 try:
                     e.doctor = json.loads(report.read_text())
                 except ValueError:

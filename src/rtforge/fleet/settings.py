@@ -73,7 +73,8 @@ def check_latency(host: str, settings: dict[str, tuple[Any, str]]) -> LatencySpe
         if "duration" in settings and "loops" in settings:
             raise UserError(f"{host}: {settings['duration'][1]} and {settings['loops'][1]} are both set: keep one")
         current = "duration"
-        duration = parse_duration(val("duration") if val("duration") is not None else str(OPTIONS["duration"].default))
+        given = val("duration")
+        duration = parse_duration(given if given is not None else str(OPTIONS["duration"].default))
         spec = LatencySpec(duration_s=None if "loops" in settings else duration)
         # each number, word and flag read by its declared type; the options of their own kind after
         for o in OPTIONS.values():
@@ -81,12 +82,12 @@ def check_latency(host: str, settings: dict[str, tuple[Any, str]]) -> LatencySpe
             if o.name in settings:
                 _set_typed(spec, o, settings[o.name][0], where(o.name))
         current = "cpus"
-        if val("cpus") is not None:
-            spec.cpus = parse_cpu_list(val("cpus"))
+        if (cpus := val("cpus")) is not None:
+            spec.cpus = parse_cpu_list(cpus)
         current = "load"
-        spec.loads = parse_loads(val("load")) if val("load") is not None else []
+        spec.loads = parse_loads(load) if (load := val("load")) is not None else []
         current = "patience"
-        if val("patience") is not None and parse_span_s(val("patience"), where("patience"), "90s or 5m") < 1:
+        if (patience := val("patience")) is not None and parse_span_s(patience, where("patience"), "90s or 5m") < 1:
             raise UserError(f"{where('patience')} is shorter than a second")
         current = None
         spec.validate(None, where=f"on {host}", whose="its")

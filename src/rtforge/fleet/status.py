@@ -121,16 +121,16 @@ def exit_status(records: list[BoardRecord]) -> int:
 def result_json(campaign: Campaign, hosts: list[str], resumed: bool, extra: dict[str, dict] | None = None) -> dict:
     """--json: the campaign, and per board what it came to."""
     boards = []
+    counts: dict[str, int] = {}
     for h in hosts:
         r = campaign.board(h)
         row = {"host": h, "outcome": r.outcome, "ok": r.done, "run_id": r.run_id, "message": r.message,
                "at": r.at, "attempts": r.attempts, "summary": r.summary}
         if extra and h in extra:
-            row.update(extra[h])
+            row.update(extra[h])    # what the command adds (steps, runs fetched): never the outcome
         boards.append(row)
-    counts: dict[str, int] = {}
-    for b in boards:
-        counts[b["outcome"] or NOT_REACHED] = counts.get(b["outcome"] or NOT_REACHED, 0) + 1
+        outcome = r.outcome or NOT_REACHED
+        counts[outcome] = counts.get(outcome, 0) + 1
     return {"fleet": campaign.id, "command": campaign.command, "inventory": campaign.inventory,
             "started": campaign.started, "resumed": resumed, "record": str(campaign.dir), "counts": counts,
             "boards": boards}

@@ -14,6 +14,7 @@ from __future__ import annotations
 import tomllib
 from dataclasses import dataclass
 from importlib import resources
+from typing import Any
 
 from .loads import load_profiles
 from .spec import LIMITS
@@ -79,15 +80,30 @@ def _digits(n: float) -> str:
     return f"{int(n):,}".replace(",", " ") if float(n).is_integer() else f"{n:g}"
 
 
+# each field of a [table] and the TOML type it is written in (choices: an array, a tuple in Option)
+_FIELDS: dict[str, type | tuple[type, ...]] = {
+    "type": str, "help": str, "unit": str, "bounds": bool, "choices": list, "default": (str, int, float, bool),
+    "default_is": str, "short": str, "metavar": str, "command": bool}
+
+
+def _option(name: str, fields: dict[str, Any]) -> Option:
+    """One table of the file.  It is rtforge's own, so a wrong one is a bug (ValueError), found at import."""
+    for key, value in fields.items():
+        kind = _FIELDS.get(key)
+        if kind is None or not isinstance(value, kind):
+            raise ValueError(f"latency_options.toml: {name}.{key} = {value!r} is not a field of an option "
+                             "or not of its type")
+    # (Any: each value was checked against its field just above)
+    given: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in fields.items()}
+    option = Option(name=name, **given)
+    if option.type not in TYPES:
+        raise ValueError(f"latency_options.toml: {name} has type {option.type!r}, not one of {TYPES}")
+    return option
+
+
 def _load() -> dict[str, Option]:
     doc = tomllib.loads((resources.files("rtforge.data") / "latency_options.toml").read_text())
-    out = {}
-    for name, fields in doc.items():
-        option = Option(name=name, **{k: tuple(v) if isinstance(v, list) else v for k, v in fields.items()})
-        if option.type not in TYPES:
-            raise ValueError(f"latency_options.toml: {name} has type {option.type!r}, not one of {TYPES}")
-        out[name] = option
-    return out
+    return {name: _option(name, fields) for name, fields in doc.items()}
 
 
 OPTIONS: dict[str, Option] = _load()

@@ -72,3 +72,6 @@ def test_a_malformed_table_is_a_bug_not_a_user_error():
         pimodels._check("pi4", {**table, "arm64": "maybe"})
     with pytest.raises(ValueError, match="must pass its own filter"):
         pimodels._check("pi4", {**table, "filters": ["pi3"]})
+    with pytest.raises(ValueError, match="no 32-bit kernel"):
+        pimodels._check("pi4", {**table, "kernel32": ""})
+    assert pimodels._check("pi4", {**table, "kernel32": "", "arm64": "only"}).kernel32 is None

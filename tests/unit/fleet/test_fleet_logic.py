@@ -9,8 +9,12 @@ import pytest
 from rtforge.errors import UserError
 from rtforge.fleet import settings
 from rtforge.fleet.campaign import Campaign, open_campaign
-from rtforge.fleet.drive import parse_serial
+from rtforge.fleet.drive import parse_serial, plan_deploy
+from rtforge.fleet.inventory import Inventory
 from rtforge.fleet.status import NOT_REACHED, InventoryRefused, Tracker, exit_status
+from rtforge.results.store import Store
+
+from ...support.simpi import make_bundle
 
 
 def spec_of(host, hostvars, given=None):
@@ -90,3 +94,22 @@ def test_an_inventory_the_ssh_config_refused_stops_everything(tmp_path):
     c, _ = open_campaign(tmp_path, "latency", "lab.ini", {}, ["a"])
     with pytest.raises(InventoryRefused, match="password"):
         Tracker(c, ["a"]).apply(ev("failed", "a", action="rtforge.rtforge.ssh_config", msg="a logs in with a password"))
+
+
+@pytest.mark.parametrize("where", ["command line", "inventory"])
+def test_a_missing_bundle_is_one_sentence(tmp_path, where):
+    missing = tmp_path / "no-such-bundle"
+    hostvars = {"pi-01": {settings.BUNDLE: str(missing)}} if where == "inventory" else {}
+    inv = Inventory("lab.ini", ["pi-01"], hostvars)
+    with pytest.raises(UserError, match=f"^the bundle {missing} for pi-01 does not exist: build it"):
+        plan_deploy(inv, Store(tmp_path / "r"), missing if where == "command line" else None, official=False,
+                    no_try=False, timeout="10m", serial="1", forks=None, retries=None, new=False)
+    assert not (tmp_path / "r").exists()    # refused before a campaign was recorded
+
+
+def test_a_bundle_for_another_board_is_one_sentence(tmp_path):
+    bundle, _ = make_bundle(tmp_path / "bundle")     # a pi4-64 bundle
+    inv = Inventory("lab.ini", ["pi-01"], {"pi-01": {settings.BOARD: "pi5"}})
+    with pytest.raises(UserError, match=f"^pi-01 is a pi5 .* but the bundle {bundle} was built for pi4-64"):
+        plan_deploy(inv, Store(tmp_path / "r"), bundle, official=False, no_try=False, timeout="10m", serial="1",
+                    forks=None, retries=None, new=False)

@@ -75,21 +75,26 @@ def deb_marker(deb: KernelDeb) -> str | None:
     want = f"boot/config-{deb.release}"
     with subprocess.Popen(["dpkg-deb", "--fsys-tarfile", str(deb.path)], stdout=subprocess.PIPE,
                           stderr=subprocess.DEVNULL) as proc:
+        out = proc.stdout
+        assert out is not None, "stdout=PIPE always gives a pipe"
         try:
-            with tarfile.open(fileobj=proc.stdout, mode="r|") as tar:
+            with tarfile.open(fileobj=out, mode="r|") as tar:
                 for member in tar:
-                    if member.name.lstrip("./") == want and member.isfile():
-                        return uname_v_marker(tar.extractfile(member).read().decode(errors="replace"))
+                    # (a regular file's member always has a reader)
+                    if member.name.lstrip("./") == want and member.isfile() and \
+                            (data := tar.extractfile(member)) is not None:
+                        return uname_v_marker(data.read().decode(errors="replace"))
         except tarfile.TarError:
             raise UserError(f"{deb.path} is damaged: its files cannot be read (dpkg-deb --fsys-tarfile)") from None
         finally:
-            proc.stdout.close()
+            out.close()
             proc.kill()
     return None
 
 
 class DebPayload(Payload):
     tools = (*Payload.tools, "apt-get", "dpkg")
+    mech: GrubTry[DebPayload]
 
     def __init__(self, deb: KernelDeb):
         super().__init__()

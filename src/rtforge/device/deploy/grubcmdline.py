@@ -134,6 +134,7 @@ class GrubCmdline(Payload):
     it verifies."""
     kind = "the new kernel command line"
     tools = ("update-grub", "chmod", "rm")
+    mech: GrubCmdlineTry
 
     def __init__(self, add: list[str], remove: list[str], dropin: str | None, label: str):
         super().__init__()
@@ -159,7 +160,7 @@ class GrubCmdline(Payload):
         pass
 
 
-class GrubCmdlineTry(GrubTry):
+class GrubCmdlineTry(GrubTry[GrubCmdline]):
     ARM_STEP = "the try entry, for the next boot only"
 
     def update_grub(self) -> None:

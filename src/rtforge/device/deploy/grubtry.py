@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from ...errors import UserError
 from ..transport.facts import DeviceFacts
 from .steps import Steps
-from .tryonce import Mechanism, Phrases
+from .tryonce import Mechanism, P, Phrases
 
 _SUBMENU_RE = re.compile(r"submenu\s.*\$menuentry_id_option\s+'([^']+)'")
 _ENTRY_RE = re.compile(r"menuentry\s.*\$menuentry_id_option\s+'([^']+)'")
@@ -28,7 +28,8 @@ def grub_entries(grub_cfg: str) -> Iterator[tuple[str, list[str], bool]]:
     argument ("SUBMENU_ID>ENTRY_ID" inside a submenu), its lines (stripped,
     from the menuentry line to its closing brace) and whether it is complete
     (a cut-off file ends inside one)."""
-    submenu, sub_depth, depth, entry, block, start = None, 0, 0, "", None, 0
+    submenu, sub_depth, depth, entry, start = None, 0, 0, "", 0
+    block: list[str] | None = None      # the lines of the entry being read
     for line in grub_cfg.splitlines():
         s = line.strip()
         if block is None:
@@ -71,7 +72,9 @@ def boot_image(cmdline: str) -> str | None:
     return posixpath.basename(m[1]) if m else None
 
 
-class GrubTry(Mechanism):
+class GrubTry(Mechanism[P]):
+    """Any payload (a .deb, a command line) tried through grub-reboot."""
+
     tools = ("cat", "grub-reboot", "grub-set-default", "grub-editenv")
     ARM_STEP = "grub-reboot into the try"
     KEEP_ON_FALLBACK = frozenset({"pin the running kernel"})  # the running kernel stays the default

@@ -34,19 +34,20 @@ class InstalledKernel:
     running: bool
 
 
-def _boot_dir(board: Device) -> tuple[DeviceFacts, PiModel]:
+def _boot_dir(board: Device) -> tuple[DeviceFacts, str, PiModel]:
+    """The board's facts, its boot partition and its model."""
     facts = board.facts()
     if facts.boot_dir is None:
         raise UserError(f"{board.name} has no config.txt in /boot/firmware or /boot: not a Raspberry Pi boot partition")
-    return facts, model_for_dt(facts.model)
+    return facts, facts.boot_dir, model_for_dt(facts.model)
 
 
 def installed(board: Device) -> tuple[list[InstalledKernel], BootChoice]:
-    facts, model = _boot_dir(board)
-    now = resolve(RemoteBootFiles(board, facts.boot_dir), model)
+    facts, boot_dir, model = _boot_dir(board)
+    now = resolve(RemoteBootFiles(board, boot_dir), model)
     # each rtforge-*/ with an rtforge.json: "@@@<dir>" then the manifest
     out = board.t.run(["sh", "-c", 'cd "$1" && for d in rtforge-*/; do [ -f "$d/rtforge.json" ] || continue; '
-                       'printf "@@@%s\\n" "$d"; cat "$d/rtforge.json"; done; true', "sh", board.path(facts.boot_dir)],
+                       'printf "@@@%s\\n" "$d"; cat "$d/rtforge.json"; done; true', "sh", board.path(boot_dir)],
                       check=True, step="listing kernels").stdout
     kernels = []
     for chunk in out.split("@@@")[1:]:
@@ -58,7 +59,7 @@ def installed(board: Device) -> tuple[list[InstalledKernel], BootChoice]:
         kernels.append(InstalledKernel(release, board_name, prefix, default=(now.os_prefix == prefix),
                                        running=facts.release == release))
     official = official_release(board)
-    if official and board.t.exists(board.path(f"{facts.boot_dir}/{OFFICIAL_IMAGE}")):
+    if official and board.t.exists(board.path(f"{boot_dir}/{OFFICIAL_IMAGE}")):
         kernels.append(InstalledKernel(official, f"{OFFICIAL_PACKAGE}, Raspberry Pi's", "",
                                        default=now.kernel == OFFICIAL_IMAGE, running=facts.release == official))
     return kernels, now
@@ -79,8 +80,8 @@ def remove(board: Device, release: str) -> None:
         board.t.run(board.apt_get("purge", *official_packages(board)), sudo=True, check=True, timeout=900,
                     step=f"removing {release}")
         return
-    facts, _ = _boot_dir(board)
-    board.t.run(["rm", "-rf", "--", board.path(f"{facts.boot_dir}/{k.prefix}"), board.path(f"/lib/modules/{release}")],
+    _, boot_dir, _ = _boot_dir(board)
+    board.t.run(["rm", "-rf", "--", board.path(f"{boot_dir}/{k.prefix}"), board.path(f"/lib/modules/{release}")],
                 sudo=True, check=True, step=f"removing {release}")
     # its headers, when `deploy --headers` installed them: they belong to no other kernel
     headers = f"linux-headers-{release}"
@@ -94,8 +95,8 @@ def remove(board: Device, release: str) -> None:
 def rollback(board: Device) -> tuple[str, BootChoice]:
     """Restore the newest config.txt backup that differs from config.txt.
     The config.txt being replaced is itself kept as a backup first."""
-    facts, model = _boot_dir(board)
-    boot = board.path(facts.boot_dir)
+    _, boot_dir, model = _boot_dir(board)
+    boot = board.path(boot_dir)
     names = board.t.run(
         ["sh", "-c", 'cd "$1" && ls -1 config.txt.rtforge-* 2>/dev/null; true', "sh", boot]
     ).stdout.split()
@@ -109,11 +110,11 @@ def rollback(board: Device) -> tuple[str, BootChoice]:
             f"{board.name} has no earlier boot configuration to return to (no config.txt.rtforge-* "
             "backup that differs from config.txt)"
         )
-    files = RemoteBootFiles(board, facts.boot_dir)
+    files = RemoteBootFiles(board, boot_dir)
     choice = resolve_text(old.decode("utf-8", "replace"), files, model)
     if choice.kernel is None or not files.exists(choice.kernel):
         raise UserError(f"{name} would boot {choice.kernel}, which is not on the boot partition; nothing was changed")
     stamp = f"{datetime.now(UTC):%Y%m%dT%H%M%SZ}"
     board.t.write_bytes(f"{boot}/config.txt.rtforge-{stamp}-rolled-back", current, sudo=True, step="rollback")
     board.t.write_bytes(f"{boot}/config.txt", old, sudo=True, step="rollback")
-    return name, resolve(RemoteBootFiles(board, facts.boot_dir), model)
+    return name, resolve(RemoteBootFiles(board, boot_dir), model)

@@ -22,6 +22,7 @@ from ...errors import UserError
 from ..firmware.bootcfg import BootChoice, resolve, resolve_text
 from ..firmware.bootfs import RemoteBootFiles
 from ..firmware.pimodels import PiModel, model_for_dt
+from ..transport.device import Device
 from ..transport.facts import DeviceFacts
 from .steps import Steps
 from .tryonce import Mechanism, Payload, Phrases
@@ -32,6 +33,7 @@ BLOCK_END = "# rtforge end"
 
 class PiPayload(Payload):
     block_tag = "kernel"
+    mech: PiTryboot
 
     def block_lines(self) -> list[str] | None:
         """The lines after [all] that select the payload."""
@@ -93,15 +95,15 @@ def with_block(config: str, tag: str, label: str, lines: list[str] | None) -> st
     return body + eol.join(block) + eol
 
 
-class PiTryboot(Mechanism):
-    def __init__(self, target, payload: PiPayload, *, try_first: bool = True, **kw):
+class PiTryboot(Mechanism[PiPayload]):
+    def __init__(self, target: Device, payload: PiPayload, *, try_first: bool = True, **kw):
         super().__init__(target, payload, **kw)
         self.try_first = try_first
         self.ARM_STEP = "write tryboot.txt" if try_first else "write config.txt"
         self.backup: str | None = None
 
     def boot(self, rel: str = "") -> str:
-        return self.target.path(f"{self.facts.boot_dir}/{rel}".rstrip("/"))
+        return self.target.path(f"{self.boot_dir}/{rel}".rstrip("/"))
 
     def sh(self, script: str, *args: str, step: str) -> None:
         """A fixed script with its paths as arguments (never pasted into it)."""
@@ -109,7 +111,7 @@ class PiTryboot(Mechanism):
 
     def files(self) -> RemoteBootFiles:
         """The boot partition as it is now (a new reader: no stale cache)."""
-        return RemoteBootFiles(self.target, self.facts.boot_dir)
+        return RemoteBootFiles(self.target, self.boot_dir)
 
     # -- checks ----------------------------------------------------------------
     def check(self) -> DeviceFacts:
@@ -119,6 +121,7 @@ class PiTryboot(Mechanism):
         if f.boot_dir is None:
             raise UserError(f"{t.name} has no config.txt in /boot/firmware or /boot: this is not a Raspberry Pi "
                             "firmware boot partition (for a GRUB board, deploy the .deb)")
+        self.boot_dir: str = f.boot_dir
         self.model: PiModel = model_for_dt(f.model)
         if self.try_first and not f.tryboot_supported:
             flag = t.path("/proc/device-tree/chosen/bootloader/tryboot")

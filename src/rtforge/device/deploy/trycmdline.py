@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import posixpath
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from ...errors import UserError
 from ..firmware.bootcfg import BootChoice, resolve_text
@@ -54,7 +54,7 @@ class CmdlineChange(PiPayload):
     kind = "the new kernel command line"
     block_tag = "cmdline"
 
-    def __init__(self, add: list[str], remove: list[str] = (), *, replace: bool = False):
+    def __init__(self, add: Sequence[str], remove: Sequence[str] = (), *, replace: bool = False):
         super().__init__()
         # replace: `add` is the whole new command line (rtforge tune --revert
         # restores the exact text from before, word order included)
@@ -124,7 +124,7 @@ class CmdlineChange(PiPayload):
             self.mech.sh('rm -f "$1"', self.mech.boot(old), step="tidy up")
 
 
-def tune_cmdline(target: Device, add: list[str], remove: list[str] = (), *, replace: bool = False,
+def tune_cmdline(target: Device, add: Sequence[str], remove: Sequence[str] = (), *, replace: bool = False,
                  timeout_s: float = 300,
                  on_step: Callable[[str], None] | None = None,
                  on_wait: Callable[[float], None] | None = None) -> DeployResult:

@@ -26,7 +26,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from ... import tools
 from ..transport.device import Device
@@ -113,15 +113,20 @@ class Payload:
         """After the commit: remove what only the try needed (staging)."""
 
 
-class Mechanism(ABC):
+P = TypeVar("P", bound=Payload)
+
+
+class Mechanism(ABC, Generic[P]):
     """One boot loader's try-once.  Subclasses set ARM_STEP, the name of the
     step that arms the try (the only one undone when the try boots but fails
-    verification), and KEEP_ON_FALLBACK, steps that stay when it fell back."""
+    verification), and KEEP_ON_FALLBACK, steps that stay when it fell back.
+    P is the payloads it takes: what they give beyond Payload (a config.txt
+    block, a GRUB script) is what the mechanism asks of them."""
     ARM_STEP = "arm"
     KEEP_ON_FALLBACK: frozenset = frozenset()
     tools: tuple[str, ...] = ("cat",)     # what the mechanism runs on the target (and target.reboot_tools)
 
-    def __init__(self, target: Device, payload: Payload, *, timeout_s: float = 300,
+    def __init__(self, target: Device, payload: P, *, timeout_s: float = 300,
                  on_step: Callable[[str], None] | None = None, on_wait: Callable[[float], None] | None = None):
         self.target, self.payload = target, payload
         self.timeout_s, self.on_wait = timeout_s, on_wait
@@ -178,7 +183,7 @@ def verify(expect: Expect, after: DeviceFacts, tried: bool | None) -> tuple[bool
     return on_try, problems
 
 
-def try_once(mech: Mechanism) -> DeployResult:
+def try_once(mech: Mechanism[P]) -> DeployResult:
     """Run a payload through a mechanism: the template of every deploy."""
     p, steps, name = mech.payload, mech.steps, mech.name
     before = mech.check()

@@ -71,7 +71,9 @@ class Context:
         self.unread: Unread = []          # CPU lists that are none, for the cpu-list-unreadable finding
 
     # -- making findings ---------------------------------------------------------
-    def finding(self, fid: str, evidence: list[Evidence], variant: str | None = None, **params) -> Finding:
+    def finding(self, fid: str, evidence: list[Evidence], variant: str | None = None, /,
+                **params: object) -> Finding:
+        # positional up to variant: a check's parameters (**params) are never taken for them
         spec = catalog()["finding"][fid]
         values = {"cmdline_file": self.cmdline_file, "host_arg": self.host_arg, "tick_ms": self.tick_ms,
                   "host": self.host_arg.strip() or "BOARD-ADDRESS",

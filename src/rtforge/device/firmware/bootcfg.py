@@ -135,30 +135,28 @@ class _Resolver:
 
     def arm64(self) -> None:
         m, s = self.m, self.p.last("arm_64bit")
-        self.explicit = None
-        if s is not None:
-            v = _int(s.value)
-            if v is None:
-                self.warn(f"{s.where}: arm_64bit={s.value} is not a number; write arm_64bit=1 or arm_64bit=0.")
-            else:
-                self.explicit = v != 0
+        v = _int(s.value) if s is not None else None
+        if s is not None and v is None:
+            self.warn(f"{s.where}: arm_64bit={s.value} is not a number; write arm_64bit=1 or arm_64bit=0.")
+        said = s if v is not None else None     # the line that decides: one with a number
+        self.explicit = None if v is None else v != 0
         if m.arm64 == "only":
             # The Pi 5 family runs 64-bit kernels only and has no arm_64bit
             # setting any more (Boot options, arm_64bit note).
-            if self.explicit is False:
-                self.warn(f"{s.where}: arm_64bit=0 has no effect on a {m.name}, which only runs 64-bit kernels; "
+            if said is not None and not self.explicit:
+                self.warn(f"{said.where}: arm_64bit=0 has no effect on a {m.name}, which only runs 64-bit kernels; "
                           "remove the line.")
             self.c.arm_64bit, self.why64 = True, f"a {m.name} only runs 64-bit kernels"
-        elif self.explicit is not None:
-            self.c.arm_64bit, self.why64 = self.explicit, f"arm_64bit={s.value} ({s.origin()})"
+        elif said is not None:
+            self.c.arm_64bit, self.why64 = bool(self.explicit), f"arm_64bit={said.value} ({said.origin()})"
         else:
             on = m.arm_64bit_default
             self.c.arm_64bit = on
             self.why64 = f"arm_64bit defaults to {int(on)} on a {m.name}"
-        if m.arm64 == "no" and self.explicit:
+        if m.arm64 == "no" and said is not None and self.explicit:
             # ARMv6 has no 64-bit mode (Boot options, arm_64bit note lists the
             # boards a 64-bit kernel works on).
-            self.warn(f"{s.where}: a {m.name} cannot run a 64-bit kernel; remove arm_64bit=1.")
+            self.warn(f"{said.where}: a {m.name} cannot run a 64-bit kernel; remove arm_64bit=1.")
             self.c.arm_64bit, self.why64 = False, f"a {m.name} only runs 32-bit kernels"
         elif m.arm64 == "bcm2837-revision" and self.explicit:
             self.warn_revision()
@@ -187,7 +185,8 @@ class _Resolver:
                 if known and m.arm64 == "bcm2837-revision":
                     self.warn_revision()
             return [k.value]
-        if self.c.arm_64bit and m.kernel64:
+        if m.kernel32 is None or (self.c.arm_64bit and m.kernel64):
+            # (a model without a 32-bit kernel runs 64-bit only and names its kernels: pimodels checks it)
             return list(m.kernel64)
         return [m.kernel32]
 
@@ -252,6 +251,8 @@ class _Resolver:
             fallback = f", because {paths[0]} is missing" if idx else ""
             c.reasons["kernel"] = f"default for a {m.name} ({self.why64}){fallback}{self.via_prefix(names[idx])}"
         if c.kernel is None:
+            assert k is not None, "a default kernel name is a plain file name, and os_prefix is kept only " \
+                "when a kernel under it is present"
             self.warn(f"{k.where}: kernel={k.value} points outside the boot partition; name a file on it.")
         elif not self.present(c.kernel):
             what = f"kernel={k.value} ({k.where}) names" if k else f"the default kernel for a {m.name} is"
@@ -341,10 +342,10 @@ class _Resolver:
                       "join them with spaces.")
 
     def bitness(self) -> None:
-        c, m = self.c, self.m
-        if not self.present(c.kernel):
+        c, m, kernel = self.c, self.m, self.c.kernel
+        if kernel is None or not self.files.exists(kernel):
             return
-        arch, how = image_arch(self.files.read(c.kernel, 65536)), "its header"
+        arch, how = image_arch(self.files.read(kernel, 65536)), "its header"
         if arch is None:
             arch, how = name_arch(self.kname), "its name"
             if arch == "arm" and self.explicit:

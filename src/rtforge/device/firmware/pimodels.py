@@ -65,6 +65,10 @@ def _check(name: str, table: dict) -> PiModel:
         raise ValueError(f"pi_models.toml [{name}].arm64 must be one of {ARM64_KINDS}")
     if name not in table["filters"]:
         raise ValueError(f"pi_models.toml [{name}] must pass its own filter [{name}]")
+    if not table["kernel32"] and (table["arm64"] != "only" or not table["kernel64"]):
+        # the firmware boots kernel32 whenever it does not boot 64-bit (bootcfg's kernel_names)
+        raise ValueError(f"pi_models.toml [{name}] has no 32-bit kernel: it must run 64-bit kernels only "
+                         "and name them")
     return PiModel(name, table["title"], tuple(table["dt_models"]), frozenset(table["filters"]), table["board_type"],
                    table["soc"], table["cpu"], table["dtb"], table["arm64"], table["arm_64bit_default"],
                    table["kernel32"] or None, tuple(table["kernel64"]))

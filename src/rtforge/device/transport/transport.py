@@ -24,6 +24,7 @@ import subprocess
 import tempfile
 from abc import ABC, abstractmethod
 from pathlib import Path
+from typing import IO
 
 from ... import paths
 from ...errors import UserError
@@ -57,20 +58,22 @@ def _die_with_parent() -> None:  # runs in the child between fork and exec
 def spawn_here(argv, *, log=None, errors_only=False) -> subprocess.Popen:
     """Start a process on this machine in a session of its own, dying with
     us; its output appended to `log` (errors_only: stderr alone)."""
-    out = os.fdopen(paths.open_existing(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT), "ab") if log \
-        else subprocess.DEVNULL
-    try:
-        return subprocess.Popen(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL if errors_only else out,
-            stderr=out if errors_only else subprocess.STDOUT,
-            start_new_session=True,
-            preexec_fn=_die_with_parent,
-        )
-    finally:
-        if log:
-            out.close()
+    if not log:
+        return _popen_here(argv, subprocess.DEVNULL, errors_only)
+    # closed here once the child is started: it holds its own copy
+    with os.fdopen(paths.open_existing(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT), "ab") as out:
+        return _popen_here(argv, out, errors_only)
+
+
+def _popen_here(argv, out: IO[bytes] | int, errors_only: bool) -> subprocess.Popen:
+    return subprocess.Popen(
+        argv,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL if errors_only else out,
+        stderr=out if errors_only else subprocess.STDOUT,
+        start_new_session=True,
+        preexec_fn=_die_with_parent,
+    )
 
 
 # What a failed command's stderr says that a user can act on, and the sentence for it.

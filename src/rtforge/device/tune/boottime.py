@@ -32,6 +32,7 @@ from ..firmware.bootfs import RemoteBootFiles
 from ..firmware.pimodels import model_for_dt
 from ..state.tunestate import SavedSetting, TuneState, load_state, save_state
 from ..transport.device import Device
+from ..transport.facts import DeviceFacts
 
 
 @dataclass
@@ -41,8 +42,7 @@ class BootResult:
     rebooted: bool = False          # the try rebooted the board (runtime settings are gone)
 
 
-def _how(board: Device) -> str:
-    f = board.facts()
+def _how(board: Device, f: DeviceFacts) -> str:
     if f.boot_dir is not None:
         return "pi"
     if f.grub and board.runs_grub():
@@ -54,9 +54,9 @@ def _how(board: Device) -> str:
                     "nor GRUB (grub-reboot): put the words on its kernel command line by hand")
 
 
-def _pi_text(board: Device) -> str:
+def _pi_text(board: Device, f: DeviceFacts) -> str:
     """The command line the firmware reads now (not /proc/cmdline: the firmware adds words of its own)."""
-    f = board.facts()
+    assert f.boot_dir is not None, "_how said 'pi' from these same facts: they name the boot partition"
     text = resolve(RemoteBootFiles(board, f.boot_dir), model_for_dt(f.model)).cmdline
     if text is None:
         raise UserError(f"{board.name} has no command line file that the firmware reads: "
@@ -67,10 +67,11 @@ def _pi_text(board: Device) -> str:
 def apply(board: Device, changes: list, *, on_step: Callable[[str], None] | None = None,
           on_wait: Callable[[float], None] | None = None) -> BootResult:
     """Save the command line before, then apply the words `changes` want."""
-    how = _how(board)
+    facts = board.facts()
+    how = _how(board, facts)
     state = load_state(board) or TuneState(boot_id="")
     if state.boot_before is None:                       # the first before wins
-        state.boot_before = ({"how": "pi", "cmdline": _pi_text(board)} if how == "pi" else
+        state.boot_before = ({"how": "pi", "cmdline": _pi_text(board, facts)} if how == "pi" else
                              {"how": "grub", "dropin": read_dropin(board)})
         save_state(board, state)
     words = [c.wanted for c in changes]

@@ -25,6 +25,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Protocol
 
 from ...cpulist import format_cpulist
 from ...errors import UserError
@@ -91,6 +92,18 @@ def _parse_values(out: str) -> dict[str, str | None]:
     return values
 
 
+class Writer(Protocol):
+    """One kind of runtime setting: its values written, then read back, one round trip each."""
+
+    def write(self, board: Device, pairs: list[tuple[str, str]]) -> tuple[dict[str, str | None], set[str]]:
+        """({target: error or None}, the targets that are gone)."""
+        ...
+
+    def read(self, board: Device, targets: list[str]) -> dict[str, str | None]:
+        """{target: its value now (None: unreadable)}."""
+        ...
+
+
 class FileWriter:
     def write(self, board: Device, pairs: list[tuple[str, str]]) -> tuple[dict[str, str | None], set[str]]:
         argv = ["sh", "-c", _WRITE_FILES, "sh", board.root] + [x for p in pairs for x in p]
@@ -104,19 +117,20 @@ class FileWriter:
 
 
 class WifiWriter:
-    def write(self, board, pairs):
+    def write(self, board: Device, pairs: list[tuple[str, str]]) -> tuple[dict[str, str | None], set[str]]:
         argv = ["sh", "-c", _WIFI, "sh", "set"] + [f"{i}={v}" for i, v in pairs]
         return _parse_results(board.t.run(argv, sudo=True, check=True, step="setting Wi-Fi power save").stdout)
 
-    def read(self, board, targets):
+    def read(self, board: Device, targets: list[str]) -> dict[str, str | None]:
         return _parse_values(board.t.run(["sh", "-c", _WIFI, "sh", "get", *targets], check=True,
                                          step="reading Wi-Fi power save").stdout)
 
 
-WRITERS = {"file": FileWriter(), "wifi": WifiWriter()}
+WRITERS: dict[str, Writer] = {"file": FileWriter(), "wifi": WifiWriter()}
 
 
-def _by_kind(items):
+def _by_kind(items: list) -> dict[str, list]:
+    """Changes or saved settings by the kind of their writer."""
     groups: dict[str, list] = {}
     for it in items:
         groups.setdefault(it.kind, []).append(it)

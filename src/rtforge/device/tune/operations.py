@@ -56,7 +56,7 @@ class Governor(Operation):
     name = "governor"
     title = "CPU frequency governor to performance"
 
-    def plan(self, snap, isolate):
+    def plan(self, snap: Snapshot, isolate: set[int]) -> tuple[list[Change], list[str]]:
         changes, notes = [], []
         paths = snap.glob("/sys/devices/system/cpu/cpufreq/policy*/scaling_governor")
         if not paths:
@@ -83,7 +83,7 @@ class IrqAffinity(Operation):
     title = "interrupts off the isolated CPUs"
     isolates = True
 
-    def plan(self, snap, isolate):
+    def plan(self, snap: Snapshot, isolate: set[int]) -> tuple[list[Change], list[str]]:
         if not isolate:
             return [], ["no CPUs to keep free of interrupts: none is isolated; name them with --isolate CPUS"]
         unread: Unread = []
@@ -118,7 +118,7 @@ class RtThrottling(Operation):
     name = "rt-throttling"
     title = "RT throttling off"
 
-    def plan(self, snap, isolate):
+    def plan(self, snap: Snapshot, isolate: set[int]) -> tuple[list[Change], list[str]]:
         path = "/proc/sys/kernel/sched_rt_runtime_us"
         now = snap.value(path)
         if now is None:
@@ -132,7 +132,7 @@ class WifiPowerSave(Operation):
     name = "wifi-power-save"
     title = "Wi-Fi power save off"
 
-    def plan(self, snap, isolate):
+    def plan(self, snap: Snapshot, isolate: set[int]) -> tuple[list[Change], list[str]]:
         changes, notes = [], []
         if not snap.wireless:
             return [], ["no Wi-Fi interface"]
@@ -153,7 +153,7 @@ class BootCmdline(Operation):
     boot = True
     isolates = True
 
-    def plan(self, snap, isolate):
+    def plan(self, snap: Snapshot, isolate: set[int]) -> tuple[list[Change], list[str]]:
         words = []
         unread: Unread = []
         if isolate:

@@ -123,6 +123,22 @@ def _run_forked(path, argv, args, deadline_s, env):
     """run() through the fork server: the child writes into our pipes; we signal its pid.
     None when no child was started (the caller then execs the command)."""
     t0 = time.monotonic()
+    sent = _send_request(path, args, env)
+    if sent is None:
+        return None
+    child = _ForkedChild(*sent)
+    child.follow(t0, deadline_s)
+    if child.pid is None:   # refused (a bad request, a failed fork) or gone before it forked: nothing ran
+        return None
+    out, err = (b"".join(child.chunks[fd]).decode(errors="replace") for fd in (child.out_r, child.err_r))
+    # the server went away before the child's end (it was killed): no status to give
+    status = -signal.SIGKILL if child.status is None else child.status
+    return Finished(argv, status, out, err, child.timed_out, time.monotonic() - t0, forked=True)
+
+
+def _send_request(path, args, env):
+    """(connection, stdout's read end, stderr's read end) once the server has the request and the
+    pipes' write ends; None when it cannot be reached."""
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
@@ -139,53 +155,71 @@ def _run_forked(path, argv, args, deadline_s, env):
         return None
     os.close(out_w)
     os.close(err_w)
-    chunks = {out_r: [], err_r: []}
-    answers, buffered = [], b""
-    sel = selectors.DefaultSelector()
-    for fd in (out_r, err_r, conn):
-        sel.register(fd, selectors.EVENT_READ)
-    pid, status, timed_out, stop_at = None, None, False, None
-    try:
-        while sel.get_map():
-            now = time.monotonic()
-            if pid is not None and status is None:
-                if not timed_out and deadline_s is not None and now - t0 > deadline_s:
-                    timed_out, stop_at = True, now + STOP_GRACE_S
-                    _signal(pid, signal.SIGTERM)
-                elif stop_at is not None and now > stop_at:
-                    stop_at = None
-                    _signal(pid, signal.SIGKILL)
-            for key, _ in sel.select(timeout=1.0):
-                if key.fileobj is conn:
-                    try:
-                        data = conn.recv(65536)
-                    except OSError:
-                        data = b""
-                    buffered += data
-                    while b"\n" in buffered:
-                        line, buffered = buffered.split(b"\n", 1)
-                        answers.append(json.loads(line))
-                    pid = next((a["pid"] for a in answers if "pid" in a), pid)
-                    status = next((a["status"] for a in answers if "status" in a), status)
-                    if any("error" in a for a in answers) or not data:
-                        sel.unregister(conn)
-                else:
-                    data = os.read(key.fd, 65536)
-                    if data:
-                        chunks[key.fd].append(data)
+    return conn, out_r, err_r
+
+
+class _ForkedChild(object):
+    """A command the fork server runs for us: what the server says of it (its pid, then its exit
+    status), its output, and whether the deadline came."""
+
+    def __init__(self, conn, out_r, err_r):
+        self.conn, self.out_r, self.err_r = conn, out_r, err_r
+        self.chunks = {out_r: [], err_r: []}
+        self.answers, self.buffered = [], b""
+        self.pid, self.status = None, None
+        self.timed_out, self.stop_at = False, None
+
+    def follow(self, t0, deadline_s):
+        """Read the server and both pipes to their ends (everything is closed then)."""
+        sel = selectors.DefaultSelector()
+        for fd in (self.out_r, self.err_r, self.conn):
+            sel.register(fd, selectors.EVENT_READ)
+        try:
+            while sel.get_map():
+                self.watch(time.monotonic(), t0, deadline_s)
+                for key, _ in sel.select(timeout=1.0):
+                    if key.fileobj is self.conn:
+                        self.read_server(sel)
                     else:
-                        sel.unregister(key.fd)
-    finally:
-        sel.close()
-        conn.close()
-        os.close(out_r)
-        os.close(err_r)
-    if pid is None:   # refused (a bad request, a failed fork) or gone before it forked: nothing ran
-        return None
-    out, err = (b"".join(chunks[fd]).decode(errors="replace") for fd in (out_r, err_r))
-    if status is None:   # the server went away before the child's end (it was killed): no status to give
-        status = -signal.SIGKILL
-    return Finished(argv, status, out, err, timed_out, time.monotonic() - t0, forked=True)
+                        self.read_output(sel, key.fd)
+        finally:
+            sel.close()
+            self.conn.close()
+            os.close(self.out_r)
+            os.close(self.err_r)
+
+    def watch(self, now, t0, deadline_s):
+        """At the deadline ask the child to let go (SIGTERM); STOP_GRACE_S later, kill it."""
+        if self.pid is None or self.status is not None:
+            return
+        if not self.timed_out and deadline_s is not None and now - t0 > deadline_s:
+            self.timed_out, self.stop_at = True, now + STOP_GRACE_S
+            _signal(self.pid, signal.SIGTERM)
+        elif self.stop_at is not None and now > self.stop_at:
+            self.stop_at = None
+            _signal(self.pid, signal.SIGKILL)
+
+    def read_server(self, sel):
+        """The server's answers, one JSON line each; it is done when it said an error or hung up."""
+        try:
+            data = self.conn.recv(65536)
+        except OSError:
+            data = b""
+        self.buffered += data
+        while b"\n" in self.buffered:
+            line, self.buffered = self.buffered.split(b"\n", 1)
+            self.answers.append(json.loads(line))
+        self.pid = next((a["pid"] for a in self.answers if "pid" in a), self.pid)
+        self.status = next((a["status"] for a in self.answers if "status" in a), self.status)
+        if any("error" in a for a in self.answers) or not data:
+            sel.unregister(self.conn)
+
+    def read_output(self, sel, fd):
+        data = os.read(fd, 65536)
+        if data:
+            self.chunks[fd].append(data)
+        else:
+            sel.unregister(fd)
 
 
 def _signal(pid, signum):
