@@ -60,7 +60,8 @@ class LazyGroup(TyperGroup):
         except click.UsageError as e:  # typer suggests from loaded commands only: none are, yet
             close = difflib.get_close_matches(args[0], list(COMMANDS)) if args else []
             if close and "Did you mean" not in e.message:
-                e.message = f"{e.message.rstrip('.')}. Did you mean {', '.join(repr(m) for m in close)}?"
+                raise click.UsageError(f"{e.message.rstrip('.')}. Did you mean {', '.join(repr(m) for m in close)}?",
+                                       e.ctx) from None
             raise
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
@@ -68,7 +69,7 @@ class LazyGroup(TyperGroup):
             return None
         if name not in _BUILT:   # typer builds click's objects from the signatures: once per process
             module = importlib.import_module(f"{__name__}.{COMMANDS[name]}")
-            cmd = typer.main.get_command(module.app)
+            cmd: click.Command | None = typer.main.get_command(module.app)
             if isinstance(cmd, click.Group):
                 cmd = cmd.get_command(ctx, name)
             if cmd is not None:

@@ -80,4 +80,5 @@ def import_(
         return
     console = make_console()
     print_result(result, console)
-    console.print(f"imported {result.source['format']} from {file} as {result.run_id} in {store.root}", style="dim")
+    fmt = (result.source or {}).get("format", "?")   # an import always records its source
+    console.print(f"imported {fmt} from {file} as {result.run_id} in {store.root}", style="dim")

@@ -193,6 +193,7 @@ def _read_match(host: str, sysroot: Path | None, ssh_config: Path | None, err: C
 def _print_match(console, result: BuildResult) -> None:
     """What was matched, what was used instead, and every option that differs."""
     plan, k = result.match, result.config
+    assert plan is not None   # only a --match build is printed this way
     console.print(f"matched: {plan.spec} ({plan.how})" + ("" if plan.exact else "; not an exact match"),
                   highlight=False, markup=False)
     console.print(f"configuration: from {k.base}", highlight=False, markup=False)

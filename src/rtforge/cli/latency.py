@@ -130,13 +130,13 @@ def latency(
     store.check_writable()  # before the run: a store that cannot be written is said as such, in one sentence
     try:
         if stop is not None:  # a deliberate end: success, though the run is partial
-            given = [name for name, value in (("--duration", duration), ("--loops", loops), ("--cpus", cpus),
-                                               ("--load", load), ("--label", label), ("--spike-us", spike_us),
-                                               ("--histogram-us", histogram_us), ("--settle-s", settle_s),
-                                               ("--detach", detach or None), ("--trace", trace or None))
-                     if value is not None]
-            if given:
-                raise UserError(f"--stop ends a run that is going; {', '.join(given)} would start one: give "
+            options: list[tuple[str, object]] = [
+                ("--duration", duration), ("--loops", loops), ("--cpus", cpus), ("--load", load),
+                ("--label", label), ("--spike-us", spike_us), ("--histogram-us", histogram_us),
+                ("--settle-s", settle_s), ("--detach", detach or None), ("--trace", trace or None)]
+            named = [name for name, value in options if value is not None]
+            if named:
+                raise UserError(f"--stop ends a run that is going; {', '.join(named)} would start one: give "
                                 "either --stop RUN or the options of a new run")
             show_run(session.stop(stop, store, transport), store, as_json)
             return 0

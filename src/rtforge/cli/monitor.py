@@ -179,7 +179,7 @@ def start(
     err = err_console()
     for note in notes:
         err.print(f"note: {shown(note, 300)}", highlight=False)
-    where = "this machine" if isinstance(transport, LocalTransport) else host
+    where = transport.name   # "this machine", or the board as the user named it
     if dry_run:
         out = make_console()
         out.print(f"`rtforge monitor start` would, on {shown(where)} ({shown(f.hostname)}), changing nothing now:",
@@ -209,7 +209,7 @@ def stop(
         done = service.stop(transport, uninstall=uninstall)
     finally:
         transport.close()
-    where = "this machine" if isinstance(transport, LocalTransport) else host
+    where = transport.name   # "this machine", or the board as the user named it
     if not done:
         raise UserError(f"no {service.UNIT} on {shown(where)}: nothing to stop")
     make_console().print(f"{service.UNIT} stopped on {shown(where)}{' and removed' if uninstall else ''}; "
@@ -258,7 +258,7 @@ def status(
         print(json.dumps(doc, indent=1))
         return
     out = make_console()
-    where = "this machine" if isinstance(transport, LocalTransport) else host
+    where = transport.name   # "this machine", or the board as the user named it
     if doc["running"]:
         since = doc["since"] or (_utc(doc["started_ns"], "%Y-%m-%d %H:%M:%S UTC") if doc["started_ns"] else "?")
         how = "as rtforge-monitor.service" if doc["service"] == "active" else "in the foreground"

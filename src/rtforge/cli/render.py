@@ -9,6 +9,7 @@ control characters, and rich never reads it as markup."""
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from rich.cells import cell_len
@@ -66,8 +67,8 @@ class Col:
     min_width: int = 12
 
 
-def fitted(console: Console, cols: list[Col], rows: list[list[object]], *, style=None, alike_first: bool = False,
-           **table) -> Table:
+def fitted(console: Console, cols: list[Col], rows: Sequence[Sequence[object]], *, style=None,
+           alike_first: bool = False, **table) -> Table:
     """A rich Table of rows (Text or str cells) that fits console.width:
     columns dropped as Col says, then the room left shared among the columns
     that may wrap; every width is set here, so rich never cuts a cell.
@@ -85,7 +86,7 @@ def fitted(console: Console, cols: list[Col], rows: list[list[object]], *, style
     return t
 
 
-def plain_table(console: Console, cols: list[Col], rows: list[list[object]]) -> list[str] | None:
+def plain_table(console: Console, cols: list[Col], rows: Sequence[Sequence[object]]) -> list[str] | None:
     """The lines fitted(...) prints into a pipe or a file, made here: rich
     spends about a millisecond a row, seconds for a store's thousands of
     runs.  None where rich must draw it: on a terminal (styles), in another
@@ -197,7 +198,7 @@ def telemetry_line(r: RunResult) -> str:
 
 def irq_line(r: RunResult) -> str | None:
     s = irq_summary(r.series)
-    if s is None or s["irqs_median"] is None:
+    if s is None or s["irqs_median"] is None or r.series is None:
         return None
     if s["irqs"] is None:
         # The probe counts a second's interrupts when the next one begins, so

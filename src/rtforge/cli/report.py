@@ -129,9 +129,10 @@ def plot(
         if kind == "hist":
             fig = plots.latency_histogram(loaded[0], cycle_ns)
         elif kind == "timeline":
-            fig = plots.timeline(loaded[0], cycle_ns)
-            if fig is None:
+            drawn = plots.timeline(loaded[0], cycle_ns)
+            if drawn is None:
                 raise UserError(f"run {loaded[0].run_id} has no per-second series (only probe runs record one)")
+            fig = drawn
         elif kind == "cdf":
             fig = plots.exceedance(loaded, cycle_ns)
         else:
