@@ -308,7 +308,8 @@ def _flavour_table(where: str, key: str, table: dict, value_type: type) -> dict:
     if bad:
         raise BoardFileError(f"{where}: [{key}] has unknown flavours {bad} (known: {list(FLAVOURS)})")
     for flavour, value in table.items():
-        if not isinstance(value, value_type) or (value_type is list and not all(isinstance(v, str) for v in value)):
+        strings = not isinstance(value, list) or all(isinstance(v, str) for v in value)
+        if not isinstance(value, value_type) or not strings:
             raise BoardFileError(f"{where}: {key}.{flavour} must be a {value_type.__name__} of strings")
     return {f: tuple(v) if value_type is list else v for f, v in table.items()}
 
@@ -321,10 +322,10 @@ def parse_board(name: str, text: str) -> Board:
     except tomllib.TOMLDecodeError as e:
         raise BoardFileError(f"{where}: {e}") from None
     _check_keys(where, doc, _TOP_KEYS)
-    for i, e in enumerate(doc["emulated"]):
-        if not isinstance(e, dict):
+    for i, entry in enumerate(doc["emulated"]):
+        if not isinstance(entry, dict):
             raise BoardFileError(f"{where}: [[emulated]] entries are tables")
-        _check_keys(f"{where} [[emulated]] #{i + 1}", e, _EMULATED_KEYS, _EMULATED_OPTIONAL)
+        _check_keys(f"{where} [[emulated]] #{i + 1}", entry, _EMULATED_KEYS, _EMULATED_OPTIONAL)
     if not _NAME_RE.match(name):
         raise BoardFileError(f"{where}: board names are lower-case letters, digits, '-' and '_'")
     arch = doc["arch"]

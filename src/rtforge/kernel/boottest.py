@@ -27,7 +27,7 @@ import re
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -166,7 +166,7 @@ def expected_page_size(bundle: Bundle) -> int | None:
 
 def boot_test(bundle: Bundle, store: Store, *, machine: str | None = None, timeout_s: float = 300,
               probe_s: int = 3, progress: Callable[[str, float, str], None] | None = None,
-              modules: list[Path] = ()) -> list[BootTest]:
+              modules: Sequence[Path] = ()) -> list[BootTest]:
     """Boot the bundle on each of its emulated machines (or only `machine`),
     loading `modules` (.ko files) in the guest."""
     m = bundle.manifest

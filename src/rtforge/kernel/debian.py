@@ -215,12 +215,14 @@ class PrivateApt:
     def versions(self, package: str) -> list[tuple[str, str]]:
         """(version, suite) of every version the suites offer, newest first."""
         out = self._run("apt-cache", ["madison", package], "apt-cache madison")
-        found = []
+        found: list[tuple[str, str]] = []
         for line in out.splitlines():
             cols = [c.strip() for c in line.split("|")]
             if len(cols) >= 3 and cols[0] == package:
                 found.append((cols[1], cols[2].split()[1].split("/")[0] if len(cols[2].split()) > 1 else "?"))
-        return sorted(found, key=functools.cmp_to_key(lambda a, b: _compare(b[0], a[0])))
+        def newest_first(a: tuple[str, str], b: tuple[str, str]) -> int:
+            return _compare(b[0], a[0])
+        return sorted(found, key=functools.cmp_to_key(newest_first))
 
     def series_available(self) -> list[str]:
         out = self._run("apt-cache", ["pkgnames", "linux-source-"], "apt-cache pkgnames")
@@ -315,9 +317,10 @@ def resolve(series: str | None, progress: Progress = None, version: str | None =
         apt.update(progress, force=True)
         versions = apt.versions(package)
     if not versions:
-        have = ", ".join(apt.series_available()) or "none"
+        offered_series = ", ".join(apt.series_available()) or "none"
         raise UserError(
-            f"no Debian suite offers {package} (offered: {have}): use debian:X.Y with one of those, or debian:latest"
+            f"no Debian suite offers {package} (offered: {offered_series}): use debian:X.Y with one of those, or "
+            "debian:latest"
         )
     if version is not None:
         offered = [v for v, _ in versions]
@@ -326,8 +329,8 @@ def resolve(series: str | None, progress: Progress = None, version: str | None =
             versions = apt.versions(package)
             offered = [v for v, _ in versions]
         if version not in offered:
-            have = _installed(series)
-            listed = offered + ([f"{have.version} (installed)"] if have else [])
+            installed = _installed(series)
+            listed = offered + ([f"{installed.version} (installed)"] if installed else [])
             raise VersionNotOffered(f"no Debian suite offers {package} {version} any more (offered: "
                                     f"{', '.join(listed) or 'none'})", offered)
         versions = [row for row in versions if row[0] == version]

@@ -217,6 +217,7 @@ def extract_tar(archive: Path, into: Path, progress: Progress = None, what: str 
     total = archive.stat().st_size
     what = what or f"extracting {archive.name}"
     proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    assert proc.stdin is not None and proc.stderr is not None   # both PIPE
     try:
         done = 0
         with open(archive, "rb") as f:

@@ -99,8 +99,10 @@ def check_headers(deb: Path, build: Path, release: str, arch: str) -> HeadersChe
         for member in tar:
             rel = member.name.removeprefix(prefix)
             if member.isfile() and member.name.startswith(prefix) and rel in (*PROGRAMS, "Module.symvers"):
-                found[rel] = tar.extractfile(member).read()
-    want = ELF_MACHINE.get(arch)
+                src = tar.extractfile(member)
+                if src is not None:   # a regular file (isfile above) always has its bytes
+                    found[rel] = src.read()
+    want = ELF_MACHINE.get(arch, -1)   # -1: no ELF machine, so every program is "not the board's"
     programs = {p: ELF_NAMES.get(m, str(m)) if (m := elf_machine(found.get(p, b""))) is not None else "missing"
                 for p in PROGRAMS}
     symvers = found.get("Module.symvers")
@@ -115,5 +117,5 @@ def check_headers(deb: Path, build: Path, release: str, arch: str) -> HeadersChe
     if digest is None or digest != own_digest:
         what = "has no Module.symvers" if digest is None else "has a Module.symvers other than the build's"
         return HeadersCheck(False, f"{deb.name} {what}", programs, digest, count)
-    return HeadersCheck(True, f"{deb.name}: build programs for {ELF_NAMES[want]}, Module.symvers of the build "
-                        f"({count} symbols)", programs, digest, count)
+    return HeadersCheck(True, f"{deb.name}: build programs for {ELF_NAMES.get(want, arch)}, Module.symvers of "
+                        f"the build ({count} symbols)", programs, digest, count)

@@ -200,7 +200,7 @@ def report_lines(changes: list[Change]) -> list[str]:
     """The differences as text, grouped: asked for, what follows from it
     (with the asked options it traces back to), the toolchain, the source."""
     origin = roots(changes)
-    groups = {"asked": [], "follows": [], "toolchain": [], "source": [], "kconfig": []}
+    groups: dict[str, list[str]] = {"asked": [], "follows": [], "toolchain": [], "source": [], "kconfig": []}
     for c in changes:
         line = c.line()
         if c.kind == "follows" and origin.get(c.symbol):

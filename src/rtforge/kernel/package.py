@@ -18,6 +18,7 @@ import os
 import shutil
 import subprocess
 import tarfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +39,7 @@ def kernelrelease(tree: Path, build: Path, board: Board, localversion: str) -> s
     return out.stdout.strip().splitlines()[-1]
 
 
-def _copy_globs(base: Path, globs: list[str], dest: Path) -> list[str]:
+def _copy_globs(base: Path, globs: Sequence[str], dest: Path) -> list[str]:
     copied = []
     for pattern in globs:
         for src in sorted(base.glob(pattern)):

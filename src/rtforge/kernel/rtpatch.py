@@ -61,9 +61,11 @@ import shutil
 import subprocess
 import tarfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from pathlib import Path
+from typing import Any
 
 from ..errors import UserError
 from ..paths import read_regular_bounded, resolved
@@ -77,7 +79,8 @@ ENV_RT_BASE_URL = "RTFORGE_RT_BASE_URL"
 MAX_AUTO_CANDIDATES = 4
 _PATCH_NAME = re.compile(r"^patch-(\d+)\.(\d+)(?:\.(\d+))?-rt(\d+)\.patch\.(xz|gz)$")
 _SERIES_NAME = re.compile(r"^patches-(\d+)\.(\d+)(?:\.(\d+))?-rt(\d+)\.tar\.(xz|gz)$")
-_OPENERS = {b"\xfd7zXZ\x00": lzma.open, b"\x1f\x8b": gzip.open, b"BZh": bz2.open}
+# magic -> opener; each returns a readable binary file (their own classes: Any)
+_OPENERS: dict[bytes, Callable[..., Any]] = {b"\xfd7zXZ\x00": lzma.open, b"\x1f\x8b": gzip.open, b"BZh": bz2.open}
 
 
 # ---------------------------------------------------------------- detection

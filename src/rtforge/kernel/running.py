@@ -115,7 +115,9 @@ class RunningKernel:
 def _blocks(out: str) -> tuple[dict[str, str], dict[str, str]]:
     files: dict[str, str] = {}
     commands: dict[str, str] = {}
-    name, kind, body = None, None, []
+    name: str | None = None
+    kind: str | None = None
+    body: list[str] = []
     for line in out.split("\n") + ["@@end"]:
         if m := re.match(r"^@@(f|c|end) ?(.*)$", line):
             if name is not None:
@@ -137,7 +139,7 @@ _REF_SHAPES = [
 def changelog_refs(head: str) -> list[ChangelogRef]:
     """Commit hashes, raspberrypi/linux tags and branches named in a
     changelog entry, in the order of the shapes above (the most exact first)."""
-    found = []
+    found: list[ChangelogRef] = []
     for kind, shape in _REF_SHAPES:
         for line in head.splitlines():
             for m in shape.finditer(line):

@@ -46,6 +46,7 @@ API:
 from __future__ import annotations
 
 import hashlib
+import io
 import os
 import re
 import shutil
@@ -335,6 +336,7 @@ def _fetch_ref(into: Path, url: str, ref: str, progress: Progress) -> tuple[int,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=_GIT_ENV, stdin=subprocess.DEVNULL)
     tail = b""
     lines: list[str] = []
+    assert isinstance(proc.stderr, io.BufferedReader)   # stderr=PIPE, unbuffered=False: read1 is there
     try:
         while chunk := proc.stderr.read1(4096):
             tail += chunk
