@@ -320,3 +320,37 @@ def test_a_csv_of_40000_cpu_columns_is_refused_at_once(tmp_path, capsys):
     assert main(["import", str(f), "--results-dir", str(tmp_path / "s")]) == 2
     err = capsys.readouterr().err
     assert time.monotonic() - t0 < 10 and "8,192 counts" in err and len(err.strip().splitlines()) == 1
+
+
+def test_tune_writes_nothing_outside_its_sysroot(tmp_path, capsys):
+    """tune --sysroot followed a link out of the tree: a symlinked
+    proc/sys/kernel had the value written where it pointed (here a decoy
+    folder; on a real machine its own /proc), a symlinked var/lib/rtforge
+    received the state file."""
+    from ..support.simboard import copy_tree, remove_tree
+
+    tree = copy_tree("pi3")
+    decoy = tmp_path / "decoy"
+    try:
+        kernel = tree / "proc/sys/kernel"
+        shutil.copytree(kernel, decoy / "kernel")
+        shutil.rmtree(kernel)
+        kernel.symlink_to(decoy / "kernel")
+        (decoy / "lib").mkdir()
+        state = tree / "var/lib/rtforge"
+        state.parent.mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(state, ignore_errors=True)
+        state.symlink_to(decoy / "lib")
+        before = {p: p.read_bytes() for p in decoy.rglob("*") if p.is_file()}
+        governor = tree / "sys/devices/system/cpu/cpufreq/policy0/scaling_governor"
+        was = governor.read_text()
+        code = main(["tune", "--sysroot", str(tree), "--only", "rt-throttling,governor"])
+        out, err = capsys.readouterr()
+        assert "Traceback" not in err
+        assert {p: p.read_bytes() for p in decoy.rglob("*") if p.is_file()} == before   # nothing written there
+        assert not list((decoy / "lib").iterdir())
+        # the state folder that is a link is refused before anything changes, in one sentence
+        assert code == 2 and "symbolic link" in err and len(err.strip().splitlines()) == 1, (code, out, err)
+        assert governor.read_text() == was
+    finally:
+        remove_tree(tree)
