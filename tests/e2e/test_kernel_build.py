@@ -144,6 +144,11 @@ def test_bundle_verify_catches_tampering(built, tmp_path, capsys):
         (["--board", BOARD, "--fragments", "speed"], "unknown fragment 'speed'"),
         (["--board", BOARD, "-K", "CONFIG_X=maybe"], "has a value Kconfig cannot take"),
         (["--board", BOARD, "-k", "/no/such.config"], "-k /no/such.config: no such fragment file"),
+        (["--board", BOARD, "--defconfig", "-j9"], "--defconfig '-j9' is not a defconfig name"),
+        (["--board", BOARD, "--defconfig", "allnoconfig", "--match", "local"],
+         "--defconfig and --match both choose what the configuration starts from"),
+        (["--board", BOARD, "--defconfig", "no_such_defconfig"],
+         "--defconfig no_such_defconfig: the source tree has no arch/arm64/configs/no_such_defconfig"),
     ],
 )
 def test_bad_build_input(argv, message, tmp_path, capsys):
@@ -157,8 +162,10 @@ def test_manifest_json_is_what_deploy_reads(built):
     assert set(m) >= {"board", "arch", "machines", "models", "kernelrelease", "image", "uname_v_marker", "files"}
 
 
-def test_a_rerun_with_other_options_really_reconfigures(tmp_path):
-    """Unlike tools that skip configuration when .config exists."""
+def test_a_rerun_with_other_options_really_reconfigures(tmp_path, monkeypatch):
+    """Unlike tools that skip configuration when .config exists.  The new
+    option comes from a -k fragment named by a relative path, as a user
+    types it (merge_config.sh runs in the tree, not where the user is)."""
     from rtforge.kernel.boards import get_board
     from rtforge.kernel.kbuild import configure
     from rtforge.kernel.rtpatch import detect_rt
@@ -173,16 +180,10 @@ def test_a_rerun_with_other_options_really_reconfigures(tmp_path):
     stamp = (build / ".config").stat().st_mtime_ns
     configure(src.path, build, board, src.flavour, rt, fragments=["latency"], user_fragments=[], options=[])
     assert (build / ".config").stat().st_mtime_ns == stamp  # the same result leaves .config alone
-    configure(
-        src.path,
-        build,
-        board,
-        src.flavour,
-        rt,
-        fragments=["latency"],
-        user_fragments=[],
-        options=["CONFIG_PRINTK_TIME=y"],
-    )
+    monkeypatch.chdir(tmp_path)
+    Path("mine.config").write_text("CONFIG_PRINTK_TIME=y\n")
+    configure(src.path, build, board, src.flavour, rt, fragments=["latency"], user_fragments=[Path("mine.config")],
+              options=[])
     assert read_config(build / ".config")["PRINTK_TIME"] == "y"
 
 
