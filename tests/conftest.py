@@ -191,6 +191,23 @@ def rt_guest(rt_guest_image, tmp_path):
         yield g
 
 
+# --- the tests' kernels, one per architecture (tests/support/testkernels.py) ---
+@pytest.fixture(scope="session")
+def pi1_kernel(tmp_path_factory):
+    """The Pi 1 / Zero board's lean RT kernel from Debian's 7.3 (allnoconfig
+    plus what raspi0 and raspi1ap need), built by rtforge, no .debs."""
+    from .support.testkernels import build_test_kernel, spec_of
+    return build_test_kernel(spec_of("pi1", tmp_path_factory.mktemp("pi1-dist")))
+
+
+@pytest.fixture(scope="session")
+def arm64_kernel(tmp_path_factory):
+    """qemu-virt-arm64's RT kernel from Debian's 6.12 with 16K pages and
+    modules, built and packaged (.debs, headers) by rtforge."""
+    from .support.testkernels import build_test_kernel, spec_of
+    return build_test_kernel(spec_of("arm64", tmp_path_factory.mktemp("arm64-dist")))
+
+
 # --- Debian's kernel trees, extracted once into the cache (tests/support/kernelsrc.py) ---
 @pytest.fixture(scope="session")
 def src612():
