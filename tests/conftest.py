@@ -22,6 +22,9 @@ os.environ.setdefault("RTFORGE_CACHE_DIR", str(REPO / ".cache" / "rtforge"))
 from rtforge.measure.probebuild import build_probe  # noqa: E402
 from rtforge.results.store import Store  # noqa: E402
 
+# the xdist groups and the budget printed at the end of every run
+from .support.budget import mark_groups, pytest_runtest_logreport, pytest_terminal_summary  # noqa: E402, F401
+
 IS_ROOT = os.geteuid() == 0
 
 # `make test` (what CI runs) draws the same Hypothesis examples every run, so
@@ -45,6 +48,7 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "root" in item.keywords and not IS_ROOT:
             item.add_marker(skip)
+    mark_groups(items)   # which tests run one after the other on one worker (tests/support/budget.py)
 
 
 @pytest.fixture(scope="session")
