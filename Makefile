@@ -63,22 +63,26 @@ run: setup
 	$(BIN)/rtforge latency --duration 60s --load cpu,io,net --label "make run"
 	$(BIN)/rtforge report last --cycle-time 1ms --output report.html
 
-# Everything: the linters, then every test (kernel builds and QEMU guests included).
-# --durations: every CI log names the slowest tests, so the time budget
-# (a cold `make test` under 60 min) is watched with figures, not guesses.
+# Everything: the linters, then every test (kernel builds and QEMU guests included),
+# on every core (pytest-xdist): tests that share a kernel build, a guest or this
+# machine as the board run one after the other on one worker (their groups:
+# tests/support/budget.py), the rest side by side; then the `machine` tests alone.
+# --durations and the budget section: every CI log names the slowest tests and
+# the time per tier, so the time budget (docs/testing.md) is watched with figures.
 # RTFORGE_HYPOTHESIS=fixed: the same Hypothesis examples every run (tests/conftest.py says why).
 test: setup lint
-	RTFORGE_HYPOTHESIS=fixed $(BIN)/pytest --durations=30
+	RTFORGE_HYPOTHESIS=fixed $(BIN)/pytest -n auto --dist loadgroup --durations=20 -m "not machine"
+	RTFORGE_HYPOTHESIS=fixed $(BIN)/pytest --durations=5 -m machine
 
 # The fast loop: linters and the tests that neither build a kernel nor boot a
 # guest, nor take many seconds (`slow`: end-to-end deploys, reboots and
 # reconnections over SSH; `make test` runs them).
-# It runs on every core (pytest-xdist), then the `machine` tests alone: they
-# change this machine's tuning or compare with it, so nothing runs beside them.
-# `make test` stays serial: CI's figures are not shared with another test's load.
+# It runs on every core (pytest-xdist, the same groups as `make test`), then the
+# `machine` tests alone: they change this machine's tuning or compare with it, so
+# nothing runs beside them.
 FAST := not kernel and not guest and not slow
 check: setup lint
-	$(BIN)/pytest -n auto --durations=15 -m "$(FAST) and not machine" tests/unit tests/integration
+	$(BIN)/pytest -n auto --dist loadgroup --durations=15 -m "$(FAST) and not machine" tests/unit tests/integration
 	$(BIN)/pytest --durations=5 -m "$(FAST) and machine" tests/unit tests/integration
 
 unit: setup

@@ -22,6 +22,9 @@ os.environ.setdefault("RTFORGE_CACHE_DIR", str(REPO / ".cache" / "rtforge"))
 from rtforge.measure.probebuild import build_probe  # noqa: E402
 from rtforge.results.store import Store  # noqa: E402
 
+# the xdist groups and the budget printed at the end of every run
+from .support.budget import mark_groups, pytest_runtest_logreport, pytest_terminal_summary  # noqa: E402, F401
+
 IS_ROOT = os.geteuid() == 0
 
 # `make test` (what CI runs) draws the same Hypothesis examples every run, so
@@ -45,6 +48,7 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "root" in item.keywords and not IS_ROOT:
             item.add_marker(skip)
+    mark_groups(items)   # which tests run one after the other on one worker (tests/support/budget.py)
 
 
 @pytest.fixture(scope="session")
@@ -189,6 +193,23 @@ def rt_guest(rt_guest_image, tmp_path):
         pytest.fail(f"the RT kernel could not be deployed on the guest: {rt_guest_image.why()}")
     with running_guest(rt_guest_image, tmp_path / "guest") as g:
         yield g
+
+
+# --- the tests' kernels, one per architecture (tests/support/testkernels.py) ---
+@pytest.fixture(scope="session")
+def pi1_kernel(tmp_path_factory):
+    """The Pi 1 / Zero board's lean RT kernel from Debian's 7.3 (allnoconfig
+    plus what raspi0 and raspi1ap need), built by rtforge, no .debs."""
+    from .support.testkernels import build_test_kernel, spec_of
+    return build_test_kernel(spec_of("pi1", tmp_path_factory.mktemp("pi1-dist")))
+
+
+@pytest.fixture(scope="session")
+def arm64_kernel(tmp_path_factory):
+    """qemu-virt-arm64's RT kernel from Debian's 6.12 with 16K pages and
+    modules, built and packaged (.debs, headers) by rtforge."""
+    from .support.testkernels import build_test_kernel, spec_of
+    return build_test_kernel(spec_of("arm64", tmp_path_factory.mktemp("arm64-dist")))
 
 
 # --- Debian's kernel trees, extracted once into the cache (tests/support/kernelsrc.py) ---

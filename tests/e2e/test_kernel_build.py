@@ -1,13 +1,14 @@
 """A real PREEMPT_RT kernel: Debian's 6.12 source, the qemu-virt-arm64 board,
 Kbuild, packages, and a boot test in QEMU.
 
-One kernel for every test here, because each cold build is minutes of CI:
-it has the Pi 5's 16K pages (issue 25 item 3: booted on QEMU virt with the
-Cortex-A76, the Pi 5's core, which has the 16K granule; /init prints the
-page size user space gets, and the boot test holds it to the bundle's
-.config) and signed modules (the headers package's sign-file rule).  The
-first run builds for minutes (cold ccache); later runs take the objects
-from ccache.
+The kernel is the session's arm64 test kernel (tests/support/testkernels.py,
+the conftest fixture arm64_kernel), shared with the --match tests of
+test_kernel_match_build.py: allnoconfig plus the virt fragment, with the Pi
+5's 16K pages (issue 25 item 3: booted on QEMU virt with the Cortex-A76, the
+Pi 5's core, which has the 16K granule; /init prints the page size user
+space gets, and the boot test holds it to the bundle's .config) and
+loadable modules.  A cold build takes minutes; a warm run starts from the
+kept build tree and Kbuild compiles nothing.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import os
 import re
 import subprocess
 import tarfile
@@ -25,21 +27,20 @@ import pytest
 from rtforge.cli import main
 from rtforge.device.deploy.bundle import open_bundle
 from rtforge.kernel.boottest import expected_page_size
-from rtforge.kernel.build import BuildSpec, build_kernel
+from rtforge.kernel.build import build_kernel
 from rtforge.kernel.kconfig import read_config
 from rtforge.report.verdict import report_warnings
 from rtforge.results.store import Store
 
+from ..support.testkernels import ARM64_OPTIONS, spec_of
+
 pytestmark = [pytest.mark.root, pytest.mark.slow, pytest.mark.kernel]
 BOARD, SOURCE = "qemu-virt-arm64", "debian:6.12"
-OPTIONS = ["CONFIG_ARM64_16K_PAGES=y", "CONFIG_MODULES=y", "CONFIG_MODULE_SIG=y"]
 
 
-@pytest.fixture(scope="module")
-def built(tmp_path_factory):
-    dist = tmp_path_factory.mktemp("dist")
-    result = build_kernel(BuildSpec(board=BOARD, source=SOURCE, dist=dist, options=OPTIONS))
-    return result
+@pytest.fixture
+def built(arm64_kernel):
+    return arm64_kernel
 
 
 def test_build_packages_a_verified_rt_kernel(built):
@@ -51,8 +52,8 @@ def test_build_packages_a_verified_rt_kernel(built):
     assert (m["board"], m["arch"], m["machines"], m["image"]) == (BOARD, "arm64", ["aarch64"], "Image-rtforge")
     assert m["kernelrelease"] == built.release and m["uname_v_marker"] == "PREEMPT_RT"
     assert m["source_id"].startswith("debian:linux-source-6.12=") and m["rt_patch_id"] is None
-    assert m["reproducer"] == ("rtforge kernel build --board qemu-virt-arm64 --source debian:6.12"
-                               " -K CONFIG_ARM64_16K_PAGES=y -K CONFIG_MODULES=y -K CONFIG_MODULE_SIG=y")
+    assert m["reproducer"] == "rtforge kernel build --board qemu-virt-arm64 --source debian:6.12 " + \
+        " ".join(f"-K {o}" for o in ARM64_OPTIONS)
     assert [q["machine"] for q in m["emulated"]] == ["virt"] and m["user_cpus"] == ["cortex-a72"]
     # the .config on disk, read back independently, has what the manifest claims
     config = read_config(next(bundle.root.glob("config-*")))
@@ -72,15 +73,28 @@ def test_build_packages_a_verified_rt_kernel(built):
     assert gzip.decompress(vmlinuz) == image
     assert config["ARM64_16K_PAGES"] == "y" and config["PAGE_SHIFT"] == "14"     # the Pi 5's page size
     assert [(q["machine"], q["cpu"]) for q in m["emulated"]] == [("virt", "cortex-a76")]
-    # signed modules: the headers package follows the sign-file rule (kernel/headers.py),
-    # whichever way this machine decides it -- without the board's libcrypto here the
-    # package is left out, said why, and the kernel is built and packaged all the same
+    # the headers package, for DKMS, with build programs for the board (Debian's 6.12 rebuilds them)
     headers = m["headers"]
-    if Path("/usr/lib/aarch64-linux-gnu/libcrypto.so").exists():
-        assert headers["deb"] and any(d.startswith("linux-headers-") for d in debs), headers
-    else:
-        assert headers["deb"] is None and "libssl-dev:arm64" in headers["why"], headers
-        assert not any(d.startswith("linux-headers-") for d in debs)
+    assert headers["deb"] and headers["rule"] == "target" and any(d.startswith("linux-headers-") for d in debs)
+
+
+def test_kbuilds_profile_packages_the_image_without_the_headers(built, tmp_path):
+    """What a build does when the headers package cannot be made here (a
+    signed-modules kernel without the board's libcrypto: the rule is
+    tests/integration/test_kernel_headers.py's): bindeb-pkg with Kbuild's
+    own build profile packages the image and leaves the headers out."""
+    from rtforge.kernel.package import _bindeb_pkg
+    from rtforge.kernel.sources import prepare_source
+
+    build = built.config_path.parent
+    lv = "-rt-rtforge"
+    debs = _bindeb_pkg(prepare_source(SOURCE).path, build, built.board, [f"LOCALVERSION={lv}"], built.release,
+                       tmp_path / "bindeb.log", os.cpu_count() or 1, headers=False)
+    names = [d.name for d in debs]
+    for d in debs:
+        d.unlink()
+    assert any(n.startswith(f"linux-image-{built.release}_") for n in names), names
+    assert not any(n.startswith("linux-headers-") for n in names), names
 
 
 def test_boot_test_in_qemu_proves_preempt_rt(built, tmp_path, capsys):
@@ -102,7 +116,9 @@ def test_boot_test_in_qemu_proves_preempt_rt(built, tmp_path, capsys):
 
 
 def test_unchanged_rebuild_does_no_work(built, tmp_path):
-    again = build_kernel(BuildSpec(board=BOARD, source=SOURCE, dist=tmp_path, debs=False, options=OPTIONS))
+    spec = spec_of("arm64", tmp_path)
+    spec.debs = False
+    again = build_kernel(spec)
     assert again.objects == 0 and again.release == built.release
 
 
@@ -144,6 +160,11 @@ def test_bundle_verify_catches_tampering(built, tmp_path, capsys):
         (["--board", BOARD, "--fragments", "speed"], "unknown fragment 'speed'"),
         (["--board", BOARD, "-K", "CONFIG_X=maybe"], "has a value Kconfig cannot take"),
         (["--board", BOARD, "-k", "/no/such.config"], "-k /no/such.config: no such fragment file"),
+        (["--board", BOARD, "--defconfig", "-j9"], "--defconfig '-j9' is not a defconfig name"),
+        (["--board", BOARD, "--defconfig", "allnoconfig", "--match", "local"],
+         "--defconfig and --match both choose what the configuration starts from"),
+        (["--board", BOARD, "--defconfig", "no_such_defconfig"],
+         "--defconfig no_such_defconfig: the source tree has no arch/arm64/configs/no_such_defconfig"),
     ],
 )
 def test_bad_build_input(argv, message, tmp_path, capsys):
@@ -157,8 +178,10 @@ def test_manifest_json_is_what_deploy_reads(built):
     assert set(m) >= {"board", "arch", "machines", "models", "kernelrelease", "image", "uname_v_marker", "files"}
 
 
-def test_a_rerun_with_other_options_really_reconfigures(tmp_path):
-    """Unlike tools that skip configuration when .config exists."""
+def test_a_rerun_with_other_options_really_reconfigures(tmp_path, monkeypatch):
+    """Unlike tools that skip configuration when .config exists.  The new
+    option comes from a -k fragment named by a relative path, as a user
+    types it (merge_config.sh runs in the tree, not where the user is)."""
     from rtforge.kernel.boards import get_board
     from rtforge.kernel.kbuild import configure
     from rtforge.kernel.rtpatch import detect_rt
@@ -173,16 +196,10 @@ def test_a_rerun_with_other_options_really_reconfigures(tmp_path):
     stamp = (build / ".config").stat().st_mtime_ns
     configure(src.path, build, board, src.flavour, rt, fragments=["latency"], user_fragments=[], options=[])
     assert (build / ".config").stat().st_mtime_ns == stamp  # the same result leaves .config alone
-    configure(
-        src.path,
-        build,
-        board,
-        src.flavour,
-        rt,
-        fragments=["latency"],
-        user_fragments=[],
-        options=["CONFIG_PRINTK_TIME=y"],
-    )
+    monkeypatch.chdir(tmp_path)
+    Path("mine.config").write_text("CONFIG_PRINTK_TIME=y\n")
+    configure(src.path, build, board, src.flavour, rt, fragments=["latency"], user_fragments=[Path("mine.config")],
+              options=[])
     assert read_config(build / ".config")["PRINTK_TIME"] == "y"
 
 

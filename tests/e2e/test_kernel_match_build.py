@@ -1,9 +1,10 @@
 """`kernel build --match` for real, small enough for the test suite: a board
 running a (simulated) Debian kernel of the qemu-virt-arm64 kind -- its
 configuration made here by Kbuild itself (allnoconfig, the virt fragment,
-loadable modules with MODVERSIONS, voluntary preemption, HZ 250,
-transparent hugepages), its package the installed linux-source-6.12's
-exact version -- is matched, built with RT, and then:
+loadable modules with MODVERSIONS, Debian's arm64-16k flavour's 16K pages,
+voluntary preemption, HZ 250, transparent hugepages), its package the
+installed linux-source-6.12's exact version -- is matched, built with RT,
+and then:
 
   - the built .config differs from the running one only by what the
     report lists (both files read from disk and compared here, with
@@ -16,17 +17,21 @@ exact version -- is matched, built with RT, and then:
     -C /lib/modules/<release>/build M=...);
   - the boot test loads that module into the same kernel in QEMU: the
     guest's console shows its message and /proc/modules lists it, with the
-    guest's page size 4K; the module with a non-RT kernel's vermagic is
+    guest's page size 16K; the module with a non-RT kernel's vermagic is
     refused by the kernel and fails the same boot test.
+
+The matched configuration comes out as the session's arm64 test kernel's
+(tests/support/testkernels.py): one build directory, one final .config, so
+this build compiles nothing and packages (the matching, the report and the
+headers are this build's own).
 
 Then the same for a Raspberry Pi OS board (linux-image-6.12.117+rpt-rpi-v8,
 its changelog naming the tag of the raspberrypi/linux stand-in,
-tests/support/rpirepo.py): matched from that tag, compiled and packaged for
-the pi4-64 board, its .config differing from the board's only by what the
-report lists.
-
-Cold: ~13 min of building (2 cores); warm: the build directory and ccache
-are kept in the checkout's .cache/.
+tests/support/rpirepo.py) running the smallest configuration that still
+shows the matching (allnoconfig with its -v8, HZ 250 and voluntary
+preemption): matched from that tag, compiled and packaged for the pi4-64
+board, its .config differing from the board's only by what the report
+lists.
 """
 
 from __future__ import annotations
@@ -51,30 +56,41 @@ from rtforge.results.store import Store
 from ..support.qemu_user import EM_AARCH64, elf_facts
 from ..support.rpirepo import TAG
 from ..support.runningboards import debian, rpios
+from ..support.testkernels import build_test_kernel
 
 pytestmark = [pytest.mark.root, pytest.mark.slow, pytest.mark.kernel, pytest.mark.guest]
 FRAGMENTS = Path(__file__).resolve().parents[2] / "src/rtforge/data/fragments"
 EXTMOD = Path(__file__).resolve().parents[1] / "fixtures/extmod"
-# What the simulated board runs on top of the virt fragment: a kernel a
-# distribution could ship, and options PREEMPT_RT changes.
+# What the simulated Debian board runs on top of the virt fragment: a kernel
+# a distribution could ship (Debian's arm64-16k flavour: its configurations
+# leave CONFIG_LOCALVERSION empty, the flavour is in the package's release),
+# and options PREEMPT_RT changes.
 BOARD_OPTIONS = """\
 CONFIG_MODULES=y
 CONFIG_MODULE_UNLOAD=y
 CONFIG_MODVERSIONS=y
+CONFIG_ARM64_16K_PAGES=y
 CONFIG_HZ_250=y
 CONFIG_PREEMPT_VOLUNTARY=y
 CONFIG_TRANSPARENT_HUGEPAGE=y
-CONFIG_LOCALVERSION="-arm64"
+CONFIG_LOCALVERSION=""
+"""
+# The Raspberry Pi OS board: the least that shows the matching (its -v8 kept,
+# two options RT changes) on allnoconfig, so the build is small.
+RPI_OPTIONS = """\
+CONFIG_HZ_250=y
+CONFIG_PREEMPT_VOLUNTARY=y
+CONFIG_LOCALVERSION="-v8"
 """
 
 
-def kbuild_config(tree: Path, work: Path, localversion: str = "-arm64") -> str:
+def kbuild_config(tree: Path, work: Path, options: str, fragments: tuple[Path, ...] = ()) -> str:
     """The simulated board's configuration, made by Kbuild (not by rtforge)."""
     make = ["make", "-s", "-C", str(tree), f"O={work}", "ARCH=arm64", "CROSS_COMPILE=aarch64-linux-gnu-"]
     subprocess.run([*make, "allnoconfig"], check=True, capture_output=True)
-    (work / "board.config").write_text(BOARD_OPTIONS.replace('"-arm64"', f'"{localversion}"'))
+    (work / "board.config").write_text(options)
     subprocess.run(["bash", str(tree / "scripts/kconfig/merge_config.sh"), "-m", "-O", str(work),
-                    str(work / ".config"), str(FRAGMENTS / "qemu-virt-arm64.config"), str(work / "board.config")],
+                    str(work / ".config"), *map(str, fragments), str(work / "board.config")],
                    cwd=work, check=True, capture_output=True)
     subprocess.run([*make, "olddefconfig"], check=True, capture_output=True)
     return (work / ".config").read_text()
@@ -92,11 +108,11 @@ def matched(src612, tmp_path_factory):
     work = tmp_path_factory.mktemp("match")
     installed = subprocess.run(["dpkg-query", "-W", "-f=${Version}", "linux-source-6.12"], capture_output=True,
                                text=True, check=True).stdout
-    config = kbuild_config(src612.path, work / "kconfig")
-    root = debian("6.12.117+deb12-arm64", installed, model="", config=config).write(work / "board")
+    config = kbuild_config(src612.path, work / "kconfig", BOARD_OPTIONS, (FRAGMENTS / "qemu-virt-arm64.config",))
+    root = debian("6.12.117+deb12-arm64-16k", installed, model="", config=config).write(work / "board")
     running = read_running(LocalTransport(), str(root))
-    result = build_kernel(BuildSpec(board="qemu-virt-arm64", match=running, match_host="local",
-                                    dist=work / "dist"))
+    result = build_test_kernel(BuildSpec(board="qemu-virt-arm64", match=running, match_host="local",
+                                         dist=work / "dist"))
     return result, running, root
 
 
@@ -181,7 +197,7 @@ def test_boot_test_loads_the_module(matched, module, tmp_path):
     [r] = boot_test(bundle, Store(tmp_path / "results"), probe_s=1, modules=[ko])
     console = r.console_log.read_text(errors="replace")
     assert r.passed, (r.sentence, console[-2000:])
-    assert r.modules == {"rtforge_hello.ko": "loaded"} and r.page_size == 4096
+    assert r.modules == {"rtforge_hello.ko": "loaded"} and r.page_size == 16384
     assert f"rtforge_hello: loaded into {result.release}, PREEMPT_RT on" in console
     assert re.search(r"^rtforge_hello \d+ ", console, re.M)           # /proc/modules, as the guest lists it
     # the check can fail: the same module with the vermagic of a kernel that is
@@ -205,13 +221,13 @@ ARM64_IMAGE_MAGIC = b"ARM\x64"   # at offset 56 of an arm64 Image (the kernel's 
 @pytest.fixture(scope="module")
 def rpios_matched(rpi_git, tmp_path_factory):
     """A simulated Raspberry Pi OS 64-bit Pi 4 (linux-image-6.12.117+rpt-rpi-v8, its changelog naming
-    the tag) running a small configuration Kbuild made (that of the board above, with -v8): matched
-    and built for the pi4-64 board from the tag rtforge fetches.  The full Raspberry Pi configuration
+    the tag) running the smallest configuration Kbuild makes (allnoconfig with -v8): matched and
+    built for the pi4-64 board from the tag rtforge fetches.  The full Raspberry Pi configuration
     is matched in tests/integration/test_kernel_match_config.py (configured only: it builds for an
     hour and more); here the kernel is compiled and packaged."""
     repo, _ = rpi_git
     work = tmp_path_factory.mktemp("rpios")
-    config = kbuild_config(repo, work / "kconfig", localversion="-v8")
+    config = kbuild_config(repo, work / "kconfig", RPI_OPTIONS)
     root = rpios("6.12.117+rpt-rpi-v8", "aarch64", PI4, "arm64", config=config,
                  changelog_lines=[f"Built from {TAG}"]).write(work / "board")
     running = read_running(LocalTransport(), str(root))

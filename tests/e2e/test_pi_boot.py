@@ -1,19 +1,20 @@
 """A real Pi kernel on an emulated Pi: the Pi 1/Zero board (pi1), built
-from Debian's linux-source-7.3 with its own mainline defconfig
-(bcm2835_defconfig) plus rtforge's rt and latency fragments, boot-tested on
-QEMU's raspi0 (Pi Zero) and raspi1ap (Pi A+), both ARM1176, with the ARMv6
-probe running inside.
+from Debian's linux-source-7.3 with rtforge's rt and latency fragments,
+boot-tested on QEMU's raspi0 (Pi Zero) and raspi1ap (Pi A+), both ARM1176,
+with the ARMv6 probe running inside.
 
 7.3 is where 32-bit ARM selects ARCH_SUPPORTS_RT, so the Pi 1 needs no RT
 patch any more.
 
-The kernel booted here is that configuration with the parts no boot test
-touches left out by -K options (debug info, media, graphics, sound, radio,
-USB, network file systems): a cold build of the full bcm2835_defconfig
-took 1651 s in a 2-core CI run, this one 959 s on the same machine (1564
-objects without DWARF instead of 2269 with it; 2026-11-27).  The full
-configuration is still what the defconfig test below reads (configured,
-not compiled), and the full build boots in bench/pi_matrix.py.
+The kernel booted here is as small as what these tests prove: allnoconfig
+plus what the two emulated Pis need (tests/fixtures/kernel/pi1-lean.config:
+the BCM2835's machine support, the PL011 console, an initramfs, the
+power-domain driver the quirk test needs), built as `rtforge kernel build
+--board pi1 --defconfig allnoconfig -k ...` (the session's pi1 test kernel,
+tests/support/testkernels.py).  The board's own configuration,
+bcm2835_defconfig with RT, is what the defconfig test below reads
+(configured, not compiled), and its whole build boots in bench/pi_matrix.py
+(make matrix).
 """
 
 from __future__ import annotations
@@ -33,24 +34,21 @@ from rtforge.kernel.build import BuildSpec, build_kernel
 from rtforge.kernel.kconfig import read_config
 from rtforge.results.store import Store
 
+from ..support import testkernels
+
 pytestmark = [pytest.mark.root, pytest.mark.slow, pytest.mark.kernel]
 BOARD, SOURCE = "pi1", "debian:7.3"
+LEAN = testkernels.FIXTURES / "pi1-lean.config"
 
 
-# What the boot tests do not touch: each option is one a user may give -K too.
-LEAN = ["CONFIG_DEBUG_INFO_NONE=y", "CONFIG_MEDIA_SUPPORT=n", "CONFIG_DRM=n", "CONFIG_SOUND=n", "CONFIG_WLAN=n",
-        "CONFIG_WIRELESS=n", "CONFIG_BT=n", "CONFIG_NETWORK_FILESYSTEMS=n", "CONFIG_USB_SUPPORT=n"]
-
-
-@pytest.fixture(scope="module")
-def built(tmp_path_factory):
-    return build_kernel(BuildSpec(board=BOARD, source=SOURCE, dist=tmp_path_factory.mktemp("dist"), debs=False,
-                                  options=LEAN))
+@pytest.fixture
+def built(pi1_kernel):
+    return pi1_kernel
 
 
 @pytest.fixture(scope="module")
 def configured(tmp_path_factory):
-    """The full configuration (no LEAN options), configured only: its .config, read at once (the
+    """The board's own configuration (bcm2835_defconfig with RT), configured only: its .config, read at once (the
     build directory is the board's, which the next build configures again)."""
     result = build_kernel(BuildSpec(board=BOARD, source=SOURCE, dist=tmp_path_factory.mktemp("cfg"),
                                     config_only=True))
@@ -80,9 +78,13 @@ def test_the_booted_pi1_kernel_is_rt_armv6_and_lean(built):
     assert config["PREEMPT_RT"] == "y" and config["ARCH_MULTI_V6"] == "y" and config["ARCH_BCM2835"] == "y"
     assert [q["machine"] for q in bundle.manifest["emulated"]] == ["raspi0", "raspi1ap"]
     assert bundle.manifest["machines"] == ["armv6l"]
-    for option in LEAN:                     # as asked: none was dropped by Kconfig
-        name, value = option.removeprefix("CONFIG_").split("=")
-        assert config.get(name, "n") == value, option
+    assert bundle.manifest["reproducer"] == ("rtforge kernel build --board pi1 --source debian:7.3 --defconfig "
+                                             f"allnoconfig -k {LEAN} --no-debs")
+    for name, value in read_config(LEAN).items():       # as asked: none was dropped by Kconfig
+        assert config.get(name, "n") == value, name
+    # lean: what the defconfig has and no boot test touches is not there
+    assert all(config.get(k, "n") == "n" for k in ("NET", "USB_SUPPORT", "MMC", "DRM", "SOUND", "MODULES")), config
+    assert config.get("DEBUG_INFO", "n") == "n"
 
 
 def test_pi1_is_bcm2835_defconfig_with_preempt_rt(configured, src73, tmp_path):

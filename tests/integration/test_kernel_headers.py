@@ -1,9 +1,11 @@
 """The headers package's check (kernel/headers.py), on packages made here:
 its build programs must be the board's CPU and its Module.symvers the
 build's.  The real package of a real build, and a module built against it,
-are test_kernel_match_build.py's, a signed-modules build without the
-board's libcrypto is test_kernel_pagesize.py's; which rule a tree follows
-is read from Debian's real 6.12 and 6.1 trees."""
+are test_kernel_match_build.py's; when the headers cannot be built here (a
+signed-modules kernel without the board's libcrypto: the rule is
+test_sign_file_for_the_board_needs_the_boards_libcrypto below), Kbuild's
+profile packages the image without them, test_kernel_build.py's; which
+rule a tree follows is read from Debian's real 6.12 and 6.1 trees."""
 
 from __future__ import annotations
 

@@ -7,6 +7,7 @@ RTFORGE_RPI_GIT_URL exactly as it fetches the real one."""
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import shutil
 import subprocess
@@ -33,18 +34,24 @@ def rpi_layout_repo(src) -> tuple[Path, str]:
     recipe = hashlib.sha256((repr(DEFCONFIGS) + src.source_id).encode()).hexdigest()[:12]
     # beside the kernel cache, not in the fixture cache: the tree is hard-linked from src's
     repo = fetch.kernel_cache().parent / "test-repos" / f"rpi-layout-{recipe}"
-    if not (repo / ".git" / "rtforge-complete").exists():
-        shutil.rmtree(repo, ignore_errors=True)
-        repo.parent.mkdir(parents=True, exist_ok=True)
-        # hard links: the tree is never written in place, only new files are added
-        subprocess.run(["cp", "-al", str(src.path), str(repo)], check=True)
-        (repo / ".gitignore").unlink()       # Debian's ignores everything at the top: not raspberrypi/linux's
-        for rel, (base, extra) in DEFCONFIGS.items():
-            (repo / rel).write_text((src.path / base).read_text() + extra)
-        for args in (["init", "-q", "-b", "rpi-6.12.y"], ["add", "-f", "-A"], ["commit", "-qm", "Linux 6.12"],
-                     ["tag", "-a", TAG, "-m", TAG]):
-            subprocess.run(["git", *args], cwd=repo, env=GIT_ENV, check=True, capture_output=True)
-        (repo / ".git" / "rtforge-complete").touch()
+    repo.parent.mkdir(parents=True, exist_ok=True)
+    with open(repo.parent / f".lock-{repo.name}", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)       # two pytest workers: one makes it, the other waits
+        if not (repo / ".git" / "rtforge-complete").exists():
+            _make(src, repo)
     commit = subprocess.run(["git", "rev-parse", f"{TAG}^{{}}"], cwd=repo, capture_output=True, text=True,
                             check=True).stdout.strip()
     return repo, commit
+
+
+def _make(src, repo: Path) -> None:
+    shutil.rmtree(repo, ignore_errors=True)
+    # hard links: the tree is never written in place, only new files are added
+    subprocess.run(["cp", "-al", str(src.path), str(repo)], check=True)
+    (repo / ".gitignore").unlink()       # Debian's ignores everything at the top: not raspberrypi/linux's
+    for rel, (base, extra) in DEFCONFIGS.items():
+        (repo / rel).write_text((src.path / base).read_text() + extra)
+    for args in (["init", "-q", "-b", "rpi-6.12.y"], ["add", "-f", "-A"], ["commit", "-qm", "Linux 6.12"],
+                 ["tag", "-a", TAG, "-m", TAG]):
+        subprocess.run(["git", *args], cwd=repo, env=GIT_ENV, check=True, capture_output=True)
+    (repo / ".git" / "rtforge-complete").touch()

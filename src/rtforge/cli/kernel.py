@@ -15,7 +15,7 @@ from ..device.deploy.bundle import open_bundle
 from ..errors import UserError
 from ..kernel.boards import FLAVOURS, get_board, load_boards
 from ..kernel.boottest import boot_test
-from ..kernel.build import BuildResult, BuildSpec, build_kernel
+from ..kernel.build import BuildResult, BuildSpec, build_kernel, check_defconfig_name
 from ..kernel.kdiff import report_lines
 from ..kernel.rtpatch import prepare_rt_tree
 from ..kernel.running import read_running
@@ -119,11 +119,18 @@ def build(
                                                "/proc, /boot and /var/lib/dpkg)"),
     ssh_config: Path | None = typer.Option(None, "--ssh-config", help="ssh config file (ssh -F) for --match"),
     config_only: bool = typer.Option(False, "--config-only", help="configure and report, compile nothing"),
+    defconfig: str | None = typer.Option(
+        None, "--defconfig", metavar="TARGET",
+        help="start from this instead of the board's defconfig: a file of arch/<arch>/configs/ or a Kconfig "
+             "target (allnoconfig, tinyconfig: a lean kernel, with -k for what it needs); the board's own "
+             "fragment still applies"),
 ) -> None:
     """Fetch the source, enable PREEMPT_RT (patching if needed), verify the .config, build with Kbuild, package."""
     names = [f.strip() for f in fragments.split(",") if f.strip() and f.strip() != "none"]
     if sysroot is not None and match is None:
         raise UserError("--sysroot reads a board's files for --match: give --match HOST too")
+    if defconfig is not None:  # before --match reads a board
+        check_defconfig_name(defconfig, match is not None)
     err = Console(stderr=True)
     running = _read_match(match, sysroot, ssh_config, err) if match else None
     spec = BuildSpec(
@@ -140,6 +147,7 @@ def build(
         match=running,
         match_host=match,
         config_only=config_only,
+        defconfig=defconfig,
     )
     with LiveLine(err, count="bytes") as live:
         result = build_kernel(spec, lambda what, done, total: _build_step(live, what, done, total))

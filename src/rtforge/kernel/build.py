@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -24,7 +25,7 @@ from ..errors import UserError
 from .boards import Board, get_board
 from .debian import VersionNotOffered
 from .fetch import kernel_cache
-from .kbuild import FRAGMENTS, ConfigResult, configure, make_argv, run_make
+from .kbuild import FRAGMENTS, ConfigResult, base_defconfig, configure, make_argv, run_make
 from .kconfig import fragment_options, parse_option, read_config, refuse_expansion
 from .kdiff import Change, differences, report_lines
 from .match import MatchPlan, check_board, check_tree, fixups, plan_source
@@ -51,6 +52,7 @@ class BuildSpec:
     match: RunningKernel | None = None   # --match: start from this running kernel's source and configuration
     match_host: str | None = None        # as the user named it (HOST, or local)
     config_only: bool = False            # stop after configuring (and the --match report)
+    defconfig: str | None = None         # the base instead of the board's defconfig (allnoconfig, tinyconfig, ...)
 
     def reproducer(self) -> str:
         argv = ["rtforge", "kernel", "build", "--board", self.board]
@@ -58,6 +60,8 @@ class BuildSpec:
             argv += ["--match", self.match_host]
         if self.source:
             argv += ["--source", self.source]
+        if self.defconfig:
+            argv += ["--defconfig", self.defconfig]
         if self.rt_patch:
             argv += ["--rt-patch", self.rt_patch]
         if self.fragments != ["latency"]:
@@ -114,6 +118,8 @@ def build_kernel(spec: BuildSpec, progress: Progress | None = None) -> BuildResu
         refuse_expansion(fragment_options(Path(p)), f"-k {p}")
     for o in spec.options:          # bad input is refused before any step starts
         parse_option(o)
+    if spec.defconfig is not None:
+        check_defconfig_name(spec.defconfig, spec.match is not None)
     plan = None
     if spec.match is not None:
         check_board(spec.match, board)
@@ -127,12 +133,14 @@ def build_kernel(spec: BuildSpec, progress: Progress | None = None) -> BuildResu
     rt = prepare_rt_tree(source, board.arch, spec.rt_patch, progress=report)
     tree = rt.path
     build = kernel_cache() / "build" / f"{tree.name}-{board.name}" / "obj"
+    if spec.defconfig is not None:
+        base_defconfig(tree, board, source.flavour, spec.defconfig)     # refused before anything is written
     report("configuring", None, None)
     base, generated = _match_base(plan, spec.match, board, source.flavour, tree,
                                   {parse_option(o)[0] for o in spec.options})
     cfg = configure(tree, build, board, source.flavour, rt.support, fragments=spec.fragments,
                     user_fragments=spec.user_fragments, options=spec.options, allow_dropped=spec.allow_dropped,
-                    base_config=base, generated=generated)
+                    base_config=base, generated=generated, defconfig=spec.defconfig)
     changes = differences(spec.match.config, cfg.config, tree, board.srcarch, cfg.asked) if base else []
     if spec.config_only:
         return BuildResult("", None, board, 0, cfg, list(cfg.notes) + list(rt.notes) + list(source.notes), plan,
@@ -168,6 +176,19 @@ def build_kernel(spec: BuildSpec, progress: Progress | None = None) -> BuildResu
     release = open_bundle(dist).release
     return BuildResult(release, dist, board, objects, cfg, list(cfg.notes) + list(rt.notes) + list(source.notes),
                        plan, changes, build / ".config")
+
+
+# A defconfig is a make target: a name such as "-j1" or "CC=x" would be an
+# option or a variable to make, not a target.
+_DEFCONFIG_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]*")
+
+
+def check_defconfig_name(name: str, match: bool) -> None:
+    if not _DEFCONFIG_NAME.fullmatch(name):
+        raise UserError(f"--defconfig {name!r} is not a defconfig name: a file of arch/<arch>/configs/ or a "
+                        "Kconfig target such as allnoconfig (letters, digits, _ . + -)")
+    if match:
+        raise UserError("--defconfig and --match both choose what the configuration starts from: give one")
 
 
 def _matched_source(plan: MatchPlan, running: RunningKernel, report):

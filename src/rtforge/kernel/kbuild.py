@@ -24,7 +24,7 @@ from pathlib import Path
 
 from .. import paths
 from ..errors import UserError
-from .boards import Board
+from .boards import GENERIC_CONFIG_TARGETS, Board, defconfig_exists
 from .kconfig import Mismatch, fragment_options, mismatches, parse_option, read_config, write_fragment
 from .rtpatch import RtSupport
 
@@ -114,6 +114,18 @@ def run_make(argv: list[str], log: Path, progress: Callable[[int], None] | None 
     return count
 
 
+def base_defconfig(tree: Path, board: Board, flavour: str, defconfig: str | None) -> str:
+    """What configuration starts from: the board's defconfig for this
+    flavour, or the one --defconfig names, proven to exist in tree."""
+    if defconfig is None:
+        return board.defconfig_in(tree, flavour)
+    if not defconfig_exists(tree, board.srcarch, defconfig):
+        raise UserError(f"--defconfig {defconfig}: the source tree has no arch/{board.srcarch}/configs/"
+                        f"{defconfig}, no such target in arch/{board.srcarch}/Makefile, and it is not one of "
+                        f"Kconfig's own ({', '.join(GENERIC_CONFIG_TARGETS)})")
+    return defconfig
+
+
 @dataclass
 class ConfigResult:
     config: dict[str, str]
@@ -142,6 +154,7 @@ def configure(
     allow_dropped: bool = False,
     base_config: tuple[str, str] | None = None,
     generated: dict[str, dict[str, str]] | None = None,
+    defconfig: str | None = None,
 ) -> ConfigResult:
     """defconfig + fragments (rt, the chosen ones, the board's, the user's, -K)
     merged by Kbuild's merge_config.sh, then olddefconfig; read back.
@@ -149,7 +162,10 @@ def configure(
     base_config: (where it came from, its text) replaces the defconfig and
     the board's fragment (`--match`: the running kernel's configuration).
     generated: {name: {SYMBOL: value}} fragments made by the caller, merged
-    after the base and before rtforge's fragments."""
+    after the base and before rtforge's fragments.
+    defconfig: the base instead of the board's defconfig (--defconfig: a
+    lean kernel from allnoconfig plus a fragment); the board's own fragment
+    still applies."""
     build.mkdir(parents=True, exist_ok=True)
     log = build / "config.log"
     log.write_text("")
@@ -161,7 +177,7 @@ def configure(
     # Kconfig tools do the work (a scratch O= would compile them twice).
     scratch_env = {"KCONFIG_CONFIG": str(scratch / ".config")}
     if base_config is None:
-        defconfig = board.defconfig_in(tree, flavour)
+        defconfig = base_defconfig(tree, board, flavour, defconfig)
         run_make(make_argv(tree, build, board, [defconfig]), log, what=f"make {defconfig}", env=scratch_env)
         base = defconfig
     else:
@@ -184,7 +200,8 @@ def configure(
     if own:
         files.append((own, fragment_path(own), True))
     for p in user_fragments:
-        files.append((str(p), Path(p), True))
+        # absolute: merge_config.sh runs in the tree, where a relative -k path names nothing
+        files.append((str(p), Path(p).resolve(), True))
     if options:
         cli = scratch / "cli-options.config"
         write_fragment(cli, dict(parse_option(o) for o in options))
