@@ -43,6 +43,9 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
+# tryfirst: xdist's own collection hook turns the xdist_group marks into the
+# "@group" suffix its loadgroup scheduler reads; marks added after it are lost.
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     skip = pytest.mark.skip(reason="needs root for SCHED_FIFO/mlockall (CI runs as root)")
     for item in items:
