@@ -138,8 +138,12 @@ def plot(
             fig = plots.compare_overlay(loaded, cycle_ns)
     except plots.NothingToPlot as e:
         raise UserError(f"nothing to plot: {e}") from None
+    console = make_console()
+    if kind in ("cdf", "compare"):
+        for line in plots.with_histogram(loaded)[1]:   # one line each, as the report's caption says it
+            console.print(shown(line), highlight=False)
     paths.write_output(output, plots.render(fig, fmt))
-    make_console().print(f"wrote {shown(output)}", highlight=False)
+    console.print(f"wrote {shown(output)}", highlight=False)
 
 
 @app.command()

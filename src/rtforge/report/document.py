@@ -94,21 +94,23 @@ def figures(runs: list[RunResult], cycle_ns: int | None = None) -> list[tuple[st
     """(file stem, caption, figure) for every plot of the report; a run that
     kept no histogram gets its caption saying so and no figure."""
     out: list[tuple[str, str, plots.Figure | None]] = []
+    kept, _ = plots.with_histogram(runs)
+    log = plots.long_tail(kept)   # one x scale for every histogram of the report
     for i, r in enumerate(runs, 1):
         name = r.label or r.run_id
         try:
-            out.append((f"hist-{i}", f"Latency histogram (OSADL style): {name}", plots.latency_histogram(r, cycle_ns)))
+            out.append((f"hist-{i}", f"Latency histogram (OSADL style): {name}",
+                        plots.latency_histogram(r, cycle_ns, log)))
         except plots.NothingToPlot as e:
             out.append((f"hist-{i}", f"No latency histogram for {name}: {e}", None))
         tl = plots.timeline(r, cycle_ns)
         if tl is not None:
             out.append((f"timeline-{i}", f"Per-second maximum and what was recorded beside it: {name}", tl))
-    kept = [r for r in runs if any(c.hist.in_range for c in r.cpus)]
     if kept:
         out.append(("exceedance", "Fraction of wake-ups later than x" + (" (per CPU)" if len(kept) == 1 else ""),
                     plots.exceedance(kept, cycle_ns)))
     if len(kept) > 1:
-        out.append(("compare", "Histograms compared, all CPUs of each run", plots.compare_overlay(kept, cycle_ns)))
+        out.append(("compare", "Histograms compared, all CPUs of each run", plots.compare_overlay(kept, cycle_ns, log)))
     return out
 
 

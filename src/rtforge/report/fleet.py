@@ -31,7 +31,8 @@ def _us(ns) -> str:
     return "–" if ns is None else f"{ns / 1000:,.1f}"
 
 
-def board_row(e: Any) -> dict[str, Any]:
+def board_row(e: Any, log: bool | None = None) -> dict[str, Any]:
+    """One board's row and section; log: the x scale of every board's histogram (plots.long_tail)."""
     r = e.run
     row = {"host": e.host, "anchor": "board-" + "".join(c if c.isalnum() else "-" for c in e.host),
            "cycle": format_ns(e.cycle_ns) if e.cycle_ns else "–", "board": e.board or "–",
@@ -56,7 +57,7 @@ def board_row(e: Any) -> dict[str, Any]:
         row.update(status="no cycle time", sentence="no cycle time to judge it by: set rtforge_cycle_time for it "
                    "in the inventory, or give --cycle-time")
     try:
-        row["figure"] = plots.inline_svg(plots.latency_histogram(r, e.cycle_ns))
+        row["figure"] = plots.inline_svg(plots.latency_histogram(r, e.cycle_ns, log))
     except plots.NothingToPlot as err:
         row["figure_note"] = str(err)
     return row
@@ -72,7 +73,8 @@ def _doctor(report: dict | None) -> dict | None:
 
 
 def context(entries: list[Any], inventory: str, cycle_given: str | None) -> dict[str, Any]:
-    rows = [board_row(e) for e in entries]
+    log = plots.long_tail([e.run for e in entries if e.run is not None and plots.with_histogram([e.run])[0]])
+    rows = [board_row(e, log) for e in entries]
     counts: dict[str, int] = {}
     for r in rows:
         counts[r["status"]] = counts.get(r["status"], 0) + 1
