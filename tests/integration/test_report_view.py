@@ -102,6 +102,8 @@ def test_the_report_reads_cleanly_in_chromium_at_1400_and_800_px(evidence):
         seen = layout(out, width, tmp)
         text = "\n".join(seen["texts"])
         assert "mathdefault" not in text and "$" not in text and "None" not in text
+        # a command in a sentence is set as code, never as Markdown's backticks
+        assert "`" not in text and "rtforge show" in seen["texts"], [t for t in seen["texts"] if "`" in t]
         assert seen["wide"] == [] and seen["overflowing"] == [], (width, seen["wide"][:5], seen["overflowing"][:5])
         assert seen["scroll_width"] <= seen["width"]
         h2 = [h for h in seen["headings"] if h["level"] == "H2"]

@@ -10,6 +10,7 @@ import json
 import re
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -83,6 +84,9 @@ def layout(page: Path, width: int, tmp: Path) -> dict:
 
 
 def screenshot(page: Path, width: int, out: Path, height: int = 4000) -> Path:
-    r = chromium(out.parent, f"--screenshot={out}", page.as_uri(), width=width, height=height)
+    # a profile of its own: tests running side by side (pytest -n) share the screenshots' folder,
+    # and two Chromiums on one profile refuse each other
+    with tempfile.TemporaryDirectory(prefix="rtforge-chromium-") as profile:
+        r = chromium(Path(profile), f"--screenshot={out}", page.as_uri(), width=width, height=height)
     assert r.returncode == 0 and out.exists(), r.stderr[-800:]
     return out

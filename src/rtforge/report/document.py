@@ -15,10 +15,12 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
+from markupsafe import Markup
 
 from .. import __version__, paths
 from ..errors import UserError
 from ..results.display import (
+    clean,
     known,
     loads_text,
     md_cell,
@@ -147,8 +149,19 @@ def _env() -> jinja2.Environment:
         undefined=jinja2.StrictUndefined,
     )
     # Markdown: every text from a result through one of these (a '|' or a newline breaks a table)
-    env.filters.update(cell=md_cell, text=md_text, code=md_code)
+    env.filters.update(cell=md_cell, text=md_text, code=md_code, prose=prose_html)
     return env
+
+
+def prose_html(value: object) -> Markup:
+    """A sentence rtforge wrote (a verdict, a warning, a caption) for HTML:
+    escaped, its `command` spans set as code -- the page showed the
+    backticks, Markdown source, in "build one with `rtforge kernel build`"."""
+    parts = clean(value).split("`")
+    if len(parts) % 2 == 0:   # a lone backtick (a label's own): the text as written
+        return Markup.escape(clean(value))
+    return Markup("").join(Markup.escape(p) if i % 2 == 0 else Markup("<code>%s</code>") % p
+                           for i, p in enumerate(parts))
 
 
 def _plots_dir_replaceable(files: Path) -> None:
