@@ -19,6 +19,7 @@ from rtforge.results.importers import import_file
 from rtforge.results.store import Store
 
 from ..support.procs import run_on_pty
+from ..support.runs import run, us_cpu
 
 CORPUS = Path(__file__).parents[1] / "corpus" / "cyclictest"
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
@@ -76,6 +77,42 @@ def test_compare_keeps_names_maxima_and_ratios(imported):
     first, other = stated_max_us("koen-h400-4t-100M-nort.txt"), stated_max_us("amro-h10000-3t.txt")
     ratio = other / first
     assert re.search(rf"max\s+{ratio:.1f}×\s+higher", text.replace("\n", " ").replace("│", " "))
+
+
+HIDDEN = re.compile(r"\(([a-z0-9., -]+): not shown at this width; a wider terminal, or --json, shows them\)")
+
+
+def header_of(text: str) -> list[str]:
+    line = next(line for line in text.splitlines() if "┃" in line)
+    return [c.strip() for c in line.split("┃")]
+
+
+@pytest.mark.parametrize("command", [["show", "stock 4.19"], ["compare", "stock 4.19", "rt 5.10 under ping flood"]])
+def test_a_narrow_table_names_the_columns_it_hid(imported, command):
+    """At 80 columns show and compare dropped columns without a word; now one
+    line names them and says how to see them, and a wide terminal has them."""
+    store, _ = imported
+    text = at_80(store, *command)
+    m = HIDDEN.search(re.sub(r"\s+", " ", text))
+    assert m, text
+    hidden = m[1].split(", ")
+    assert hidden and not set(hidden) & set(header_of(text)), (hidden, header_of(text))
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    env.update(TERM="xterm-256color", RTFORGE_RESULTS_DIR=str(store.root))
+    code, wide = run_on_pty([sys.executable, "-m", "rtforge", *command], env, columns=250)
+    assert code == 0 and set(hidden) <= set(header_of(ANSI.sub("", wide))) and "not shown" not in wide
+
+
+def test_compare_keeps_a_partial_run_s_state_in_sight(tmp_path):
+    """The partial run looked complete once its state column went."""
+    store = Store(tmp_path / "results")
+    store.save(run([us_cpu(0, {12: 1000, 84: 1})], label="whole", run_id="20260101-000000-pi-0001"))
+    store.save(run([us_cpu(0, {12: 1000, 90: 1})], label="stopped early", run_id="20260101-000000-pi-0002",
+                   state="interrupted"))
+    text = at_80(store, "compare", "whole", "stopped early")
+    assert "state" in header_of(text), text
+    row = " ".join(line for line in text.splitlines() if "│" in line)
+    assert "interrupted" in row and "(partial)" in row
 
 
 def test_compare_of_long_names_keeps_every_maximum(tmp_path):

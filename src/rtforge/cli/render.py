@@ -86,10 +86,14 @@ def fitted(console: Console, cols: list[Col], rows: list[list[object]], *, style
     def total(idx: list[int], widths: list[int]) -> int:
         return sum(widths[i] + 2 for i in idx) + max(len(idx) - 1, 0)  # padding 1+1, a rule between columns
 
+    blank = set(i for i in empty if all(r[i].plain in ("–", "?", "") for r in texts))
+    hidden = []
     for i in empty + sorted((i for i in keep if not cols[i].key and i not in empty), key=lambda i: cols[i].drop):
         if total(keep, least) <= console.width:
             break
         keep.remove(i)
+        if i not in blank:   # a column of '–' and '?' hides nothing worth a word
+            hidden.append(cols[i].name)
     widths = list(least)
     room = console.width - total(keep, least)
     # The room left, shared among the wrapping columns by water-filling: the
@@ -107,7 +111,22 @@ def fitted(console: Console, cols: list[Col], rows: list[list[object]], *, style
                      overflow="fold")
     for n, row in enumerate(texts):
         t.add_row(*(row[i] for i in keep), style=style(n) if callable(style) else style)
+    t.hidden = [name for i, c in enumerate(cols) if (name := c.name) in hidden]  # type: ignore[attr-defined]
     return t
+
+
+def hidden_note(table: Table, how: str = "a wider terminal, or --json, shows them") -> str | None:
+    """What `fitted` left out of a table for want of width, and how to see
+    it: a table that drops columns without a word looks complete."""
+    names = getattr(table, "hidden", [])
+    return f"({', '.join(names)}: not shown at this width; {how})" if names else None
+
+
+def print_table(console: Console, table: Table, how: str = "a wider terminal, or --json, shows them") -> None:
+    """A fitted table, then the line naming the columns it hid."""
+    console.print(table)
+    if note := hidden_note(table, how):
+        console.print(note, style="dim", highlight=False)
 
 
 def run_header(r: RunResult) -> str:
@@ -199,7 +218,7 @@ def print_result(r: RunResult, console: Console | None = None) -> None:
     console.print(run_header(r), highlight=False)
     if r.cpus:
         console.print("latency in µs", style="dim")
-        console.print(latency_table(r, console))
+        print_table(console, latency_table(r, console))
     else:
         console.print("nothing was measured", style="dim")
     if others := other_latencies_line(r):

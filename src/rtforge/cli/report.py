@@ -15,7 +15,7 @@ from ..results.display import known
 from ..results.store import Store
 from .bench import print_bench_compare
 from .common import RESULTS_DIR, settled_store
-from .render import Col, cell, fitted, make_console, shown, us
+from .render import Col, cell, fitted, make_console, print_table, shown, us
 
 app = typer.Typer()  # this module's commands (cli/__init__.py's LazyGroup loads them)
 
@@ -45,7 +45,8 @@ COMPARE_COLS = [Col("run", key=True, wrap=True, min_width=23), Col("kernel", dro
                 Col("preempt", drop=4),
                 Col("load", drop=2), Col("wake-ups", drop=1, right=True), Col("min", drop=0, right=True),
                 Col("avg", drop=0, right=True), Col("p99", drop=6, right=True), Col("p99.99", drop=5, right=True),
-                Col("max", key=True, right=True), Col("versus first", key=True, wrap=True, min_width=16)]
+                Col("max", key=True, right=True), Col("versus first", key=True, wrap=True, min_width=16),
+                Col("state", drop=7)]
 
 
 @app.command()
@@ -68,12 +69,17 @@ def compare(
     if as_json:
         print(json.dumps(rows, indent=1))
         return
+    states = [r.state + (" (partial)" if r.partial else "") for r in loaded]
     cells = [[cell(v) for v in (r["label"] or r["run_id"], known(r["kernel_release"]), known(r["preempt_model"]),
                                 r["loads_text"], f"{r['count']:,}", us(r["min_ns"]), us(r["avg_ns"]), r["p99_text"],
-                                r["p9999_text"], us(r["max_ns"]), r["versus_first"])] for r in rows]
+                                r["p9999_text"], us(r["max_ns"]), r["versus_first"], state)]
+             for r, state in zip(rows, states)]
+    cols = list(COMPARE_COLS)
+    if any(state != "complete" for state in states):   # a partial run never passes for a whole one
+        cols[-1] = Col("state", key=True, wrap=True, min_width=11)
     console = make_console()
     console.print("latency in µs", style="dim")
-    console.print(fitted(console, COMPARE_COLS, cells, alike_first=True))
+    print_table(console, fitted(console, cols, cells, alike_first=True))
 
 
 PLOT_FORMATS = {".svg": "svg", ".png": "png"}
