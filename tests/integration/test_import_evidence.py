@@ -105,6 +105,6 @@ def test_an_import_too_short_to_judge_says_so(tmp_path, capsys):
     assert main(["report", "last", "-C", "1ms", "-o", str(tmp_path / "r.html"), *rd]) == 0
     capsys.readouterr()
     html = (tmp_path / "r.html").read_text()
-    assert "the run lasted 1s (its wake-ups times their interval: the file states no duration): too short" in html
+    assert "the run lasted 1 s (its wake-ups times their interval: the file states no duration): too short" in html
     assert main(["show", "last", *rd]) == 0
     assert "≈1 s" in capsys.readouterr().out

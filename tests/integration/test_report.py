@@ -296,5 +296,5 @@ def test_percentiles_beyond_the_range_say_so(tmp_path):
     document.write_markdown([run], None, out)
     row = next(line for line in out.read_text().splitlines() if line.startswith("| run | 0 |"))
     cells = [c.strip() for c in row.strip("|").split("|")]
-    assert cells[5:8] == ["> range", "> range", "5000.0"]  # p99, p99.99, max from cyclictest's own Max
+    assert cells[5:8] == ["> range", "> range", "5,000.0"]  # p99, p99.99, max from cyclictest's own Max
     assert math.isclose(run.cpus[0].hist.total, 100)

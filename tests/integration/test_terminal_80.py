@@ -56,7 +56,7 @@ def test_runs_shows_whole_ids_and_maxima(imported):
     text = at_80(store, "runs")
     for name, r in runs.items():
         assert r.run_id in text                                     # what the user types next
-        assert f"{stated_max_us(name):.1f}" in text                  # the worst case, as the file states it
+        assert f"{stated_max_us(name):,.1f}" in text                  # the worst case, as the file states it
 
 
 def test_show_keeps_the_maximum_and_the_tail(imported):
@@ -65,7 +65,7 @@ def test_show_keeps_the_maximum_and_the_tail(imported):
     text = at_80(store, "show", runs[name].run_id)
     header = next(line for line in text.splitlines() if "max" in line and "p99" in line)
     assert "p99.99" in header and "max" in header
-    assert f"{stated_max_us(name):.1f}" in text and runs[name].run_id in text
+    assert f"{stated_max_us(name):,.1f}" in text and runs[name].run_id in text
 
 
 def test_compare_keeps_names_maxima_and_ratios(imported):
@@ -73,7 +73,7 @@ def test_compare_keeps_names_maxima_and_ratios(imported):
     text = at_80(store, "compare", "stock 4.19", "rt 5.10 under ping flood")
     assert "stock 4.19" in text and "rt 5.10 under ping flood" in text
     for name in ("koen-h400-4t-100M-nort.txt", "amro-h10000-3t.txt"):
-        assert f"{stated_max_us(name):.1f}" in text
+        assert f"{stated_max_us(name):,.1f}" in text
     first, other = stated_max_us("koen-h400-4t-100M-nort.txt"), stated_max_us("amro-h10000-3t.txt")
     ratio = other / first
     assert re.search(rf"max\s+{ratio:.1f}×\s+higher", text.replace("\n", " ").replace("│", " "))

@@ -21,7 +21,7 @@ from ..results.monitorfolder import find_host
 from ..results.store import Store
 from ..results.trend import Rule
 from ..results.windows import Window, parse_window
-from ..units import format_span, parse_span_s, shown
+from ..units import format_span, parse_span_s, plural, shown
 from .common import HOST_OPTIONAL, RESULTS_DIR, SSH_CONFIG, err_console
 from .render import make_console
 
@@ -82,7 +82,7 @@ def window_line(w: Window) -> str:
         else "no wake-up"
     notes = []
     if w.overruns:
-        notes.append(f"{w.overruns} overruns")
+        notes.append(plural(w.overruns, "overrun"))
     if w.alert:
         notes.append("ALERT")
     if w.partial:
@@ -150,7 +150,7 @@ def run_cmd(
     where = "" if isinstance(transport, LocalTransport) else f" {host}"
     # the command as it works: a folder of one's own is named in it, else fetch reads the default one
     folder = f" --state-dir {shlex.quote(spec.state_dir)}" if state_dir else ""
-    err.print(f"{len(result.windows)} windows kept in {shown(spec.state_dir, 200)}"
+    err.print(f"{plural(len(result.windows), 'window')} kept in {shown(spec.state_dir, 200)}"
               f"{'' if not where else ' on' + where}: `rtforge monitor fetch{where}{shown(folder, 200)}` brings "
               "them into the store", highlight=False)
     return 130 if result.interrupted else 0
@@ -308,7 +308,7 @@ def fetch(
     span = (f", {_utc(r.first_ns, '%Y-%m-%d %H:%M')} to {_utc(r.last_ns, '%Y-%m-%d %H:%M UTC')}"
             if r.first_ns and r.last_ns else "")
     make_console().print(f"{shown(r.host)}: {r.new_windows:,} new windows ({r.windows:,} in the store{span}), "
-                         f"{r.gaps} gaps, {r.new_events} new events", highlight=False)
+                         f"{plural(r.gaps, 'gap')}, {plural(r.new_events, 'new event')}", highlight=False)
     if r.bad_lines:
         err_console().print(f"{r.bad_lines} lines from the board were no monitor records and were skipped")
 
@@ -400,8 +400,8 @@ def _print_trends(trends, rule: Rule) -> None:
             Col("unclean", drop=1, right=True)]
     out.print(f"promotion rule: {rule.text()}", highlight=False)
     for t in trends:
-        out.print(f"\n{shown(t.host)}: {len(t.windows):,} windows, {len(t.gaps)} gaps, "
-                  f"{len(t.changes)} kernel changes", highlight=False)
+        out.print(f"\n{shown(t.host)}: {plural(len(t.windows), 'window')}, {plural(len(t.gaps), 'gap')}, "
+                  f"{plural(len(t.changes), 'kernel change')}", highlight=False)
         rows = [[s.label, f"{s.days:.1f}", f"{s.windows:,}", "?" if s.p9999_ns is None else f"{s.p9999_ns / 1000:.1f}",
                  "?" if s.max_ns is None else f"{s.max_ns / 1000:.1f}", str(s.alerts), str(s.unclean)]
                 for s in t.spans]

@@ -21,6 +21,7 @@ from ..results.display import clean, known, loads_text, other_latencies_line, pr
 from ..results.model import RunResult
 from ..results.stats import irq_summary, percentile_text, summarize_all, summarize_cpu, telemetry_summary
 from ..results.timerlat import spike_lines
+from ..units import format_seconds, format_us
 
 
 def shown(value: object) -> str:
@@ -37,7 +38,7 @@ def us(ns: int | float | None, *, beyond: bool = False) -> str:
     """ns -> 'µs with one decimal'; a percentile beyond the histogram's range is '> range'."""
     if ns is None:
         return "> range" if beyond else "–"
-    return f"{ns / 1000:.1f}"
+    return format_us(ns)
 
 
 def _count(n: int | None) -> str:
@@ -133,7 +134,7 @@ def run_header(r: RunResult) -> str:
     s, c = r.system, r.config
     # ≈: an import's length from its wake-ups and interval, not a measured one
     about = "≈" if c.get("duration_source") else ""
-    dur = "?" if r.duration_s is None else f"{about}{r.duration_s:.{1 if r.duration_s < 1 else 0}f} s"
+    dur = "?" if r.duration_s is None else format_seconds(r.duration_s, bool(about))
     interval = "?" if c.get("interval_us") is None else f"{c['interval_us']} µs"
     parts = [
         f"[bold]{shown(r.run_id)}[/bold]" + (f"  “{shown(r.label)}”" if r.label else ""),

@@ -33,14 +33,14 @@ from ..results.display import (
 from ..results.model import RunResult
 from ..results.stats import percentile_text, summarize_cpu, telemetry_summary
 from ..results.timerlat import spike_lines
-from ..units import format_ns
+from ..units import article, format_ns, format_seconds, format_us
 from . import plots
 from .compare import compare_runs
 from .verdict import report_warnings, verdict
 
 
 def _us(ns) -> str:
-    return "–" if ns is None else f"{ns / 1000:.1f}"
+    return format_us(ns)
 
 
 def _range(values, scale, fmt="{:.0f}") -> str:
@@ -61,8 +61,7 @@ def system_row(r: RunResult) -> dict[str, Any]:
         "preempt_model": known(s.get("preempt_model")),
         "board": s.get("board_model") or s.get("cpu_model") or s.get("machine") or "?",
         "loads": loads_text(c).replace(",", ", "),
-        "duration": "?" if r.duration_s is None else
-        f"{'≈' if c.get('duration_source') else ''}{r.duration_s:,.{1 if r.duration_s < 1 else 0}f} s",
+        "duration": "?" if r.duration_s is None else format_seconds(r.duration_s, bool(c.get("duration_source"))),
         "interval": "?" if c.get("interval_us") is None else f"{c['interval_us']} µs",
         "priority": priority_text(c),
         "cpus": ",".join(map(str, c.get("cpus") or [])) or "?",
@@ -123,6 +122,7 @@ def context(runs: list[RunResult], cycle_ns: int | None) -> dict[str, Any]:
         "generated": datetime.now(UTC).isoformat(timespec="seconds"),
         "version": __version__,
         "cycle": format_ns(cycle_ns) if cycle_ns else None,
+        "cycle_a": f"{article(format_ns(cycle_ns))} {format_ns(cycle_ns)}" if cycle_ns else None,
         "verdicts": verdicts,
         "warnings": {r.run_id: list(r.warnings) + report_warnings(r) for r in runs},
         "systems": [system_row(r) for r in runs],

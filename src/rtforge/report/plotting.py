@@ -25,7 +25,7 @@ from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: 
 
 from ..results.display import clean  # noqa: E402
 from ..results.model import RunResult  # noqa: E402
-from ..units import format_ns  # noqa: E402
+from ..units import format_ns, format_us  # noqa: E402
 
 WORST = "#d62728"
 # tab10 without its red, which marks the worst CPU
@@ -146,7 +146,7 @@ def title(run: RunResult) -> str:
 
 
 def fmt_us(ns) -> str:
-    return "?" if ns is None else f"{ns / 1000:.1f}"
+    return format_us(ns, unknown="?")
 
 
 def render(fig: Figure, fmt: str) -> bytes:

@@ -18,6 +18,7 @@ import math
 import numpy as np
 
 from ..results.model import RunResult
+from ..units import format_us
 from .plotting import SMALL, Figure, color, legend_above, linear_ticks, mark_cycle, plain, title
 
 MAX_POINTS = 2_000      # per line in time series: max-pooled beyond that
@@ -157,7 +158,7 @@ def timeline(run: RunResult, cycle_ns: int | None = None) -> Figure | None:
     for i, (cpu, col) in enumerate(zip(series["cpus"], series["max_ns"])):
         tp, vp = pool_max(t[whole], values(col, 1000.0)[whole])
         ax.plot(tp / scale, vp, linewidth=1.6 if i == worst else 0.9, color=color(i, worst),
-                label=f"CPU {cpu}: max {maxes[i] / 1000:.1f} µs" if maxes[i] >= 0 else f"CPU {cpu}")
+                label=f"CPU {cpu}: max {format_us(maxes[i], unit=True)}" if maxes[i] >= 0 else f"CPU {cpu}")
     ax.set_ylabel("max latency per second (µs)")
     drawn = [v for v in maxes if v >= 0]
     top = max(drawn) / 1000.0 if drawn else 1.0

@@ -30,6 +30,7 @@ from ..results.display import clean, md_cell
 from ..results.monitordb import MonitorDB
 from ..results.trend import KernelSpan, Rule, Verdict, changes, evaluate, gaps, kernel_spans, limits
 from ..results.windows import P9999, Reading, Rollup, Window, merged_histogram, parse_rollup, read_records, read_windows
+from ..units import plural
 from .plotting import PALETTE, WORST, Figure, inline_svg, number_ticks, plain, power_ticks
 
 
@@ -234,7 +235,8 @@ def trend_figure(trends: list[HostTrend]) -> Figure:
         _long_term(axes["long"], t, colors)
         _distributions(axes["dist"], t, colors)
         _window_maxima(axes["box"], t, colors)
-        head = f"{t.host}: {len(t.windows)} windows, {len(t.spans)} kernel(s), {len(t.gaps)} gap(s)"
+        head = (f"{t.host}: {plural(len(t.windows), 'window')}, {plural(len(t.spans), 'kernel')}, "
+                f"{plural(len(t.gaps), 'gap')}")
         sub.suptitle(plain(head, 120) + "\n" + "\n".join(textwrap.wrap(plain(t.verdict.line, 400), 140)), fontsize=9)
     return fig
 

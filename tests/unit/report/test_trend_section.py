@@ -48,5 +48,6 @@ def test_the_plot_is_drawn_with_its_text_literal(tmp_path):
     svg = render(trend_figure([t]), "svg").decode()
     assert "$x$" in svg.replace("\\$", "$")  # the $...$ pair stays text, not TeX
     assert "max per window (µs)" in svg and "share of wake-ups later" in svg
+    assert "pi: 60 windows, 2 kernels, 1 gap" in svg     # not "2 kernel(s), 1 gap(s)"
     png = render(trend_figure([t]), "png")
     assert png[:4] == b"\x89PNG"

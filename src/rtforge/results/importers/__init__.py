@@ -37,7 +37,7 @@ from pathlib import Path
 
 from ... import paths
 from ...errors import UserError
-from ..checks import run_warnings
+from ..checks import overflow_text, run_warnings
 from ..model import MAX_LABEL, RunResult
 from ..store import Store
 from .common import Parsed
@@ -203,5 +203,5 @@ def _generic_warnings(result: RunResult) -> list[str]:
     if result.config.get("resolution_ns") == 1 or str((result.source or {}).get("format")).startswith("rtla"):
         # rtla's own warning says what its -E and -b would change, the generic one would say -h
         overflow = sum(c.hist.overflow for c in result.cpus)
-        warnings = [w for w in warnings if not w.startswith(f"{overflow} samples fell beyond")]
+        warnings = [w for w in warnings if not w.startswith(overflow_text(overflow))]
     return warnings
