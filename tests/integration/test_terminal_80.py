@@ -125,7 +125,7 @@ def test_compare_of_long_names_keeps_every_maximum(tmp_path):
     assert len(ids[0]) > 40
     text = at_80(store, "compare", *ids)
     for name in ("koen-h400-4t-100M-nort.txt", "amro-h10000-3t.txt"):
-        assert f"{stated_max_us(name):.1f}" in text, text
+        assert f"{stated_max_us(name):,.1f}" in text, text
 
 
 def test_kernel_boards_rows_stay_short(imported):
@@ -212,3 +212,42 @@ def test_show_keeps_lower_bounds_unknown_counts_and_rtla_s_other_latencies(tmp_p
     text = at_80(store, "show", rtla_run.run_id)
     irq_max = int(re.search(r"^max:\s+(\d+)", rtla.read_text(), re.M)[1])   # the IRQ column comes first
     assert f"rtla also measured: timer IRQ latency max {irq_max:,}.0 µs (CPU 0)" in text, text
+
+
+def test_doctor_keeps_its_indentation_counts_and_units_at_80_columns(tmp_path):
+    """At 80 columns doctor's wrapped lines fell to column 0, under no "why:"
+    or "fix:"; it said "3 note", "14 interrupt(s)", "87 us"."""
+    pi3 = Path(__file__).parents[1] / "fixtures" / "sysroot" / "pi3"
+    text = at_80(Store(tmp_path / "results"), "doctor", "--sysroot", str(pi3), "--window-s", "0")
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith(("    why: ", "    fix: ")):
+            for more in lines[i + 1:]:
+                if not more.startswith(" " * 9):
+                    break
+            assert not more or more.startswith("    ") or not more.strip(), (line, more)
+    assert all(not line or line[0] == " " or re.match(r"(rtforge doctor|\d+ block|[A-Z]+)", line)
+               for line in lines), [line for line in lines if line and line[0] != " "]
+    assert re.search(r"^0 block RT · \d+ cost latency · \d+ notes$", text, re.M), text[:300]
+    assert "(s)" not in text and not re.search(r"\d us\b", text)
+    assert "14 interrupts may still land" in text.replace("\n    ", " ")
+
+
+def test_doctor_keeps_a_share_with_its_percent_sign(monkeypatch):
+    """'python3 1\\n%': a thread's share was split from its unit at the end of a line."""
+    from rich.console import Console
+
+    from rtforge.cli import doctor
+    from rtforge.device.doctor.checks_cpu import ThreadUse
+    from rtforge.device.doctor.diagnose import DoctorReport
+
+    threads = [ThreadUse(i, name, "user", "other", 0, 0, 10, pct) for i, (name, pct) in
+               enumerate([("ksoftirqd/3", 12.0), ("irq/56-mmc1", 7.0), ("rtforge-probe", 3.0), ("python3", 1.0)])]
+    for width in range(60, 81):
+        console = Console(width=width, record=True, file=open(os.devnull, "w"))
+        monkeypatch.setattr(doctor, "make_console", lambda c=console: c)
+        doctor.render(DoctorReport("this machine", "6.12.0-rt", "#1 PREEMPT_RT", "rt", "Raspberry Pi 4", [3],
+                                   2.0, [], threads=threads))
+        out = console.export_text()
+        assert not re.search(r"\d\s*\n\s*%", out), (width, out)
+        assert all(len(line) <= width for line in out.splitlines())
