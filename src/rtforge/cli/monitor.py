@@ -21,7 +21,7 @@ from ..results.monitorfolder import find_host
 from ..results.store import Store
 from ..results.trend import Rule
 from ..results.windows import Window, parse_window
-from ..units import format_span, parse_span_s, plural, shown
+from ..units import format_span, format_us, parse_span_s, plural, shown
 from .common import HOST_OPTIONAL, RESULTS_DIR, SSH_CONFIG, err_console
 from .render import make_console
 
@@ -78,7 +78,7 @@ def window_line(w: Window) -> str:
     its CPU, then what an operator looks for (overruns, an alert, a partial
     window, the temperature -- dropped first when the line is full)."""
     worst = max((c for c in w.cpus if c.max_ns is not None), key=lambda c: c.max_ns or 0, default=None)
-    most = f"max {worst.max_ns / 1000:8.1f} µs (CPU {worst.cpu})" if worst and worst.max_ns is not None \
+    most = f"max {format_us(worst.max_ns):>8} µs (CPU {worst.cpu})" if worst and worst.max_ns is not None \
         else "no wake-up"
     notes = []
     if w.overruns:
@@ -274,7 +274,7 @@ def status(
     out.print(f"kernel {shown(doc['kernel'] or '?')}, folder {shown(folder, 200)}", highlight=False)
     lw = doc["last_window"]
     last = (f"; the last, {_utc(lw['start_ns'], '%Y-%m-%d %H:%M:%S')}–{_utc(lw['end_ns'])} UTC: max "
-            f"{lw['max_ns'] / 1000:.1f} µs" if lw and lw["max_ns"] is not None else "")
+            f"{format_us(lw['max_ns'], unit=True)}" if lw and lw["max_ns"] is not None else "")
     out.print(f"windows recorded: {doc['windows']:,}{last}", highlight=False)
     g = doc["last_gap"]
     gap = (f"; the last: {format_span(max(0, g.get('seconds', 0)))} before "
@@ -402,8 +402,8 @@ def _print_trends(trends, rule: Rule) -> None:
     for t in trends:
         out.print(f"\n{shown(t.host)}: {plural(len(t.windows), 'window')}, {plural(len(t.gaps), 'gap')}, "
                   f"{plural(len(t.changes), 'kernel change')}", highlight=False)
-        rows = [[s.label, f"{s.days:.1f}", f"{s.windows:,}", "?" if s.p9999_ns is None else f"{s.p9999_ns / 1000:.1f}",
-                 "?" if s.max_ns is None else f"{s.max_ns / 1000:.1f}", str(s.alerts), str(s.unclean)]
+        rows = [[s.label, f"{s.days:.1f}", f"{s.windows:,}", format_us(s.p9999_ns, unknown="?"),
+                 format_us(s.max_ns, unknown="?"), str(s.alerts), str(s.unclean)]
                 for s in t.spans]
         if rows:
             out.print(fitted(out, cols, rows))

@@ -30,7 +30,7 @@ from ..results.display import clean, md_cell
 from ..results.monitordb import MonitorDB
 from ..results.trend import KernelSpan, Rule, Verdict, changes, evaluate, gaps, kernel_spans, limits
 from ..results.windows import P9999, Reading, Rollup, Window, merged_histogram, parse_rollup, read_records, read_windows
-from ..units import plural
+from ..units import format_us, plural
 from .plotting import PALETTE, WORST, Figure, inline_svg, number_ticks, plain, power_ticks
 
 
@@ -248,8 +248,8 @@ COLUMNS = ["kernel", "from", "to", "days", "windows", "p99.99 (µs)", "max (µs)
 def _row(s: KernelSpan) -> list[str]:
     day = "%Y-%m-%d %H:%M"
     return [s.label, _when(s.first_ns).strftime(day), _when(s.last_ns).strftime(day), f"{s.days:.1f}",
-            str(s.windows), "?" if s.p9999_ns is None else f"{s.p9999_ns / 1000:.1f}",
-            "?" if s.max_ns is None else f"{s.max_ns / 1000:.1f}", str(s.alerts), str(s.unclean)]
+            f"{s.windows:,}", format_us(s.p9999_ns, unknown="?"), format_us(s.max_ns, unknown="?"), str(s.alerts),
+            str(s.unclean)]
 
 
 def trend_section(trends: list[HostTrend], fmt: str = "html") -> str:
