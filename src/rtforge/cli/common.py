@@ -104,7 +104,7 @@ class LiveLine:
             return
         self._said = (now, kind)
         count = ""
-        if completed is not None and total:
+        if completed is not None and total and self.count:   # a run's line says its own "3/10 s"
             count = (f" {completed / 1e6:.0f}/{total / 1e6:.0f} MB" if self.count == "bytes" else
                      f" {completed:.0f}/{total:.0f}")
         label = f"{self.label} " if self.label else ""
@@ -112,14 +112,16 @@ class LiveLine:
 
     # -- the callbacks the library takes -------------------------------------------
     def latency(self, p) -> None:
-        """measure.session.Progress: elapsed/total and the max so far per CPU."""
+        """measure.session.Progress: elapsed/total and the max so far per CPU.  The line
+        says "measuring" only once wake-ups are measured: before, it names the step
+        ("starting the run"), then the loads' settling, which nothing measures."""
         if p.state in ("settling", "starting"):
-            self.update(f"{p.state}: the loads start before measuring")
+            self.update("loads settling: nothing measured yet")
             return
         total = f"/{p.total_s:.0f} s" if p.total_s else " s"
         maxes = "  ".join(f"CPU{cpu} max {us(v)} µs" for cpu, v in sorted(p.max_ns.items()))
         done = min(p.elapsed_s, p.total_s or p.elapsed_s)   # the last poll comes after the end: never "6/5 s"
-        self.update(f"{done:.0f}{total}  {maxes}", done, p.total_s)
+        self.update(f"measuring {done:.0f}{total}  {maxes}", done, p.total_s)
 
     def bench(self, p) -> None:
         """measure.bench.BenchProgress: the step running, of how many."""
