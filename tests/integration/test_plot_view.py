@@ -129,3 +129,28 @@ def test_a_csv_import_s_legend_says_its_maximum_is_unknown():
         text = svg(fig)
         assert "?" not in "".join(t.get_text() for t in fig.axes[0].get_legend().get_texts())
         assert "max unknown, highest kept 322.0 µs" in text
+
+
+def test_plot_without_o_says_where_it_wrote_and_its_help_promises_no_verdict(tmp_path, capsys, monkeypatch):
+    """`plot` without -o wrote latency-hist.svg here unannounced; its --help
+    promised a verdict, which only `report` gives."""
+    store = Store(tmp_path / "results")
+    store.save(good_run())
+    monkeypatch.chdir(tmp_path)
+    assert main(["plot", "rt 6.12", "--cycle-time", "1ms", "--results-dir", str(store.root)]) == 0
+    out = capsys.readouterr().out
+    assert f"wrote {tmp_path / 'latency-hist.svg'}" in out and "no -o given" in out, out
+    assert main(["plot", "--help"]) == 0
+    assert "verdict" not in capsys.readouterr().out
+
+
+def test_a_run_is_not_compared_with_itself(tmp_path, capsys):
+    """`compare stock stock` compared a run with itself without a word: ratios of 1."""
+    store = Store(tmp_path / "results")
+    r = good_run()
+    store.save(r)
+    for argv in (["compare", "rt 6.12", "rt 6.12"], ["compare", "rt 6.12", r.run_id], ["plot", "rt 6.12", "last",
+                                                                                          "--kind", "compare"]):
+        assert main([*argv, "--results-dir", str(store.root)]) == 2, argv
+        err = capsys.readouterr().err
+        assert f"run {r.run_id}: a run is not compared with itself" in err and len(err.strip().splitlines()) <= 2

@@ -167,4 +167,16 @@ def check_label(label: str) -> str:
     if not label.isprintable():
         raise UserError(f"the label '{clean(label)}' holds a control character or a line break; give one line of "
                         "text")
+    # a reference is read as 'last', then an id or its prefix, then a label (Store.resolve): these never reach a label
+    if label == "last":
+        raise UserError("the label 'last' could never name its run: 'last' always means the run stored last; "
+                        "give another label")
+    if ID_LIKE.fullmatch(label):
+        raise UserError(f"the label '{clean(label)}' could never name its run: it reads as a run id or the start "
+                        "of one (20260101-120000-pi-1a2b); give a label with a word in it, e.g. "
+                        f"'{clean(label)} stock'")
     return label
+
+
+# a run id's start (<date>-<time>-<host>-<hex>, results/store.py) from any year 2000-2999: digits, or a date and on
+ID_LIKE = re.compile(r"2[0-9]{0,7}|[0-9]{8}-[0-9A-Za-z._+-]*")

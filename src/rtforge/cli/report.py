@@ -26,7 +26,14 @@ KINDS = ("hist", "timeline", "cdf", "compare")
 def _load(store: Store, refs: list[str]):
     if not refs:
         raise UserError("name at least one run (a run id, a unique prefix, or 'last'); `rtforge runs` lists them")
-    return [store.load(store.resolve(ref)) for ref in refs]
+    ids = [store.resolve(ref) for ref in refs]
+    for i, run_id in enumerate(ids):
+        if run_id in ids[:i]:   # a run beside itself: ratios of 1, curves drawn twice
+            first = refs[ids.index(run_id)]
+            same = (f"'{shown(first)}' and '{shown(refs[i])}' both name" if first != refs[i]
+                    else f"'{shown(first)}' names twice")
+            raise UserError(f"{same} run {run_id}: a run is not compared with itself; name each run once")
+    return [store.load(run_id) for run_id in ids]
 
 
 def _latency_only(loaded, command: str) -> None:
@@ -103,6 +110,10 @@ def output_format(output: Path, fmt: str | None, known: dict[str, str], what: st
 CYCLE = typer.Option(None, "--cycle-time", "-C", metavar="DURATION",
                      help="your control cycle, e.g. 1ms or 250us: the verdict, and a "
                      "line in the plots")
+# a plot gives no verdict (`rtforge report` does): its help says what the option does there
+PLOT_CYCLE = typer.Option(None, "--cycle-time", "-C", metavar="DURATION",
+                          help="your control cycle, e.g. 1ms or 250us: marked in the plot (a line, or an arrow "
+                          "at the edge when it lies far beyond the data)")
 
 
 @app.command()
@@ -110,15 +121,17 @@ def plot(
     runs: list[str] = typer.Argument(..., help="run(s) to plot: id, unique id prefix, label or 'last'"),
     kind: str = typer.Option("hist", "--kind", "-k", metavar="hist|timeline|cdf|compare",
                              help="hist (OSADL), timeline, cdf (exceedance) or compare"),
-    output: Path | None = typer.Option(None, "--output", "-o", help="file to write; .svg or .png sets the format"),
+    output: Path | None = typer.Option(None, "--output", "-o", help="file to write; .svg or .png sets the format "
+                                       "(default: latency-KIND.svg in this folder)"),
     fmt: str | None = typer.Option(None, "--format", "-f", metavar="svg|png",
                                       help="svg or png (default: from the file name)"),
-    cycle_time: str | None = CYCLE,
+    cycle_time: str | None = PLOT_CYCLE,
     results_dir: Path | None = RESULTS_DIR,
 ) -> None:
     """One plot of stored runs, as SVG or PNG."""
     if kind not in KINDS:
         raise UserError(f"unknown plot kind '{shown(kind)}': choose {', '.join(KINDS)}")
+    named = output is not None
     output = output or Path(f"latency-{kind}.{(fmt or 'svg').lower()}")
     fmt = output_format(output, fmt, PLOT_FORMATS, "plot")
     cycle_ns = parse_cycle_time(cycle_time) if cycle_time else None
@@ -149,7 +162,10 @@ def plot(
         for line in plots.with_histogram(loaded)[1]:   # one line each, as the report's caption says it
             console.print(shown(line), highlight=False)
     paths.write_output(output, plots.render(fig, fmt))
-    console.print(f"wrote {shown(output)}", highlight=False)
+    # without -o the file's name and folder were rtforge's choice: say both, and how to choose
+    console.print(f"wrote {shown(output)}" if named else
+                  f"wrote {shown(output.absolute())} (no -o given: the name of --kind {kind}; -o names the file)",
+                  highlight=False)
 
 
 @app.command()
@@ -166,6 +182,7 @@ def report(
     results_dir: Path | None = RESULTS_DIR,
 ) -> None:
     """A report with the verdict first, then systems, comparison, plots, telemetry and reproducers."""
+    named = output is not None
     output = output or Path(f"report.{(fmt or 'html').lower()}")
     fmt = output_format(output, fmt, REPORT_FORMATS, "report")
     cycle_ns = parse_cycle_time(cycle_time) if cycle_time else None
@@ -181,4 +198,6 @@ def report(
         for r in loaded:
             v = verdict(r, cycle_ns)
             console.print(f"{v.status.upper()}: {shown(r.label or r.run_id)} {shown(v.sentence)}", highlight=False)
-    console.print(f"wrote {shown(output)}", highlight=False)
+    console.print(f"wrote {shown(output)}" if named else
+                  f"wrote {shown(output.absolute())} (no -o given: the default name; -o names the file)",
+                  highlight=False)

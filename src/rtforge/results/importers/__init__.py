@@ -76,13 +76,15 @@ def parse(path: Path | str, data: bytes) -> Parsed:
     return parse_source(Source.from_bytes(str(path), data))
 
 
-def _start(parsed: Parsed, mtime: float) -> datetime:
+def _start(parsed: Parsed, mtime: float) -> tuple[datetime, str | None]:
+    """When the run started, and where that came from when the file does
+    not say it (the run's id holds it too, so the import says so)."""
     if parsed.start_time:
-        return datetime.fromisoformat(parsed.start_time)
+        return datetime.fromisoformat(parsed.start_time), None
     try:
-        return datetime.fromtimestamp(mtime, UTC).replace(microsecond=0)
+        return datetime.fromtimestamp(mtime, UTC).replace(microsecond=0), "mtime"
     except (OSError, OverflowError, ValueError):
-        return datetime.now(UTC).replace(microsecond=0)
+        return datetime.now(UTC).replace(microsecond=0), "import"
 
 
 def _raw_name(path: Path) -> str:
@@ -164,7 +166,7 @@ def import_file(path: Path | str, store: Store, label: str | None = None, stated
 
 def _result(path: Path, store: Store, label: str | None, sha256: str, parsed: Parsed, mtime: float,
             stated: Stated) -> RunResult:
-    start = _start(parsed, mtime)
+    start, guessed = _start(parsed, mtime)
     host = parsed.host or "unknown"
     result = RunResult(
         run_id=store.new_run_id(path.stem[:24] or host, start), engine="import", state="complete", host=host,
@@ -172,7 +174,8 @@ def _result(path: Path, store: Store, label: str | None, sha256: str, parsed: Pa
         requested=parsed.requested, config=parsed.config, system=parsed.system,
         cpus=parsed.cpus, top_spikes=parsed.top_spikes, trace=parsed.trace,
         source={"file": _raw_name(path), "sha256": sha256, "format": parsed.format,
-                **({"command_line": parsed.command_line} if parsed.command_line else {}), **parsed.source_extra},
+                **({"command_line": parsed.command_line} if parsed.command_line else {}),
+                **({"start_time_from": guessed} if guessed else {}), **parsed.source_extra},
     )
     stated.apply(result, path)
     if result.duration_s is None and (length := _length_from_cycles(result)) is not None:
