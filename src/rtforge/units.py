@@ -16,8 +16,9 @@ import re
 from .errors import UserError
 
 NUMBER = r"[0-9]+(?:\.[0-9]+)?"
-_SPAN_UNITS_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-_SPAN_RE = re.compile(rf"({NUMBER})([smhd])")
+_SPAN_UNITS_S = {"s": 1, "m": 60, "min": 60, "h": 3600, "d": 86400}
+# '90s', '90 s', '1h30m', '1 h 30 min': rtforge prints "10 s", and what it prints is typed back
+_SPAN_RE = re.compile(rf"({NUMBER}) ?(min|[smhd])(?![a-z])")
 _NS_UNITS = {"ns": 1, "us": 1000, "µs": 1000, "μs": 1000, "ms": 1_000_000, "s": 1_000_000_000}
 _NS_RE = re.compile(rf"({NUMBER}) ?(ns|us|µs|μs|ms|s)")
 CYCLE_MAX_NS = 3600 * 1_000_000_000   # an hour: no control cycle is longer
@@ -31,8 +32,8 @@ def shown(text: str, limit: int = 40) -> str:
 
 def parse_span_s(text: str, option: str = "--duration", example: str = "90s, 10m, 2h, 1h30m") -> float:
     """'90s', '10m', '1h30m', '1.5h', '2d' -> seconds.  A bare number is refused."""
-    t = text.strip().lower()
-    if t and len(t) <= 60 and _SPAN_RE.sub("", t) == "":
+    t = re.sub(r"(?<=[0-9]),(?=[0-9]{3})", "", text.strip().lower())   # '7,200 s', as tables print it
+    if t and len(t) <= 60 and _SPAN_RE.sub("", t).replace(" ", "") == "":
         return sum(float(n) * _SPAN_UNITS_S[u] for n, u in _SPAN_RE.findall(t))
     if re.fullmatch(NUMBER, t):
         raise UserError(f"{option} '{shown(text)}' has no unit: write it with one, e.g. {t}s or {t}m "
@@ -68,6 +69,39 @@ def format_ns(ns: int | float) -> str:
         if ns >= scale:
             return f"{ns / scale:.4g} {unit}"
     return f"{ns:.0f} ns"
+
+
+def format_us(ns: int | float | None, *, unit: bool = False, decimals: int = 1, unknown: str = "–") -> str:
+    """A latency as every table, sentence and plot shows it: µs with one
+    decimal and thousands separated, 6864123 -> '6,864.1' ('6,864.1 µs'
+    with unit); None -> unknown."""
+    if ns is None:
+        return unknown
+    return f"{ns / 1000:,.{decimals}f}" + (" µs" if unit else "")
+
+
+def format_seconds(seconds: float, about: bool = False) -> str:
+    """A run's length as tables and sentences show it: '600 s', '7,200 s',
+    '0.4 s' under a second; about: '≈309 s' (worked out, not measured).
+    parse_span_s takes it back."""
+    return f"{'≈' if about else ''}{seconds:,.{1 if seconds < 1 else 0}f} s"
+
+
+def plural(n: int, noun: str, nouns: str | None = None) -> str:
+    """'1 board', '2 boards', '1,234 windows', '0 notes': the one way a count
+    and its noun are written (nouns: an irregular plural)."""
+    return f"{n:,} {noun if n == 1 else nouns or noun + 's'}"
+
+
+def article(word: str) -> str:
+    """'a' or 'an' before word as it is read aloud: 'an 84 µs cycle', 'a 1 ms
+    cycle', 'an 800 µs cycle', 'an 11 ms cycle', 'a 100 µs cycle'."""
+    digits = re.match(r"[0-9][0-9,]*", word)
+    if digits:
+        # numbers read as eight, eighteen, eighty..., eleven, eleven thousand: the ones said with a vowel
+        n = digits[0].replace(",", "")
+        return "an" if n.startswith("8") or (n.startswith("11") or n.startswith("18")) and len(n) % 3 == 2 else "a"
+    return "an" if word[:1].lower() in "aeio" else "a"
 
 
 def format_span(seconds: float) -> str:

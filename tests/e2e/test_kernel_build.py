@@ -130,7 +130,7 @@ def test_dropped_option_names_its_unmet_dependency(tmp_path, capsys):
     err = capsys.readouterr().err
     assert rc == 2, err
     assert (
-        "Kconfig dropped 1 requested option(s): CONFIG_PREEMPT_RT=y became n "
+        "Kconfig dropped 1 requested option: CONFIG_PREEMPT_RT=y became n "
         "(depends on EXPERT && ARCH_SUPPORTS_RT: EXPERT is n)"
         in err
     )

@@ -27,6 +27,7 @@ def rd(tmp_path, capsys):
     src = tmp_path / "hostile.json"
     src.write_text(json.dumps(doc))
     rd = ["--results-dir", str(tmp_path / "results")]
+    assert main(["import", str(GOLDEN / "hist.txt"), "--label", "other", *rd]) == 0   # to compare it with
     assert main(["import", str(src), "--label", HOSTILE, *rd]) == 2   # a label typed with escapes is refused
     assert "holds a control character" in capsys.readouterr().err
     assert main(["import", str(src), "--label", "plain", *rd]) == 0
@@ -42,10 +43,11 @@ def _no_control(text: str) -> None:
     assert not re.search(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e]", text), repr(text)
 
 
-@pytest.mark.parametrize("argv", [["show", "last"], ["runs"], ["compare", "last", "last"],
-                                  ["report", "last", "-C", "1ms", "-o", "{tmp}/r.html"]])
+@pytest.mark.parametrize("argv", [["show", "{hostile}"], ["runs"], ["compare", "other", "{hostile}"],
+                                  ["report", "{hostile}", "-C", "1ms", "-o", "{tmp}/r.html"]])
 def test_nothing_hostile_reaches_the_terminal(tmp_path, rd, capsys, argv):
-    assert main([a.replace("{tmp}", str(tmp_path)) for a in argv] + rd) == 0
+    hostile = next(r.run_id for r in Store(tmp_path / "results").list() if r.label == HOSTILE)
+    assert main([a.replace("{tmp}", str(tmp_path)).replace("{hostile}", hostile) for a in argv] + rd) == 0
     out, err = capsys.readouterr()
     _no_control(out.replace("\n", ""))
     _no_control(err.replace("\n", ""))

@@ -98,7 +98,7 @@ def _check_evidence(root: Path, finding) -> None:
         if e.source.startswith("/") and p.is_file() and not e.source.endswith(".gz"):
             raw = p.read_bytes()
             if e.source == "/dev/cpu_dma_latency":
-                assert f"{struct.unpack('<i', raw)[0]} us" in e.value
+                assert f"{struct.unpack('<i', raw)[0]:,} µs" in e.value
             else:
                 text = " ".join(raw.decode().replace("\0", "").split())
                 shown = " ".join(e.value.split("  (")[0].split())
@@ -175,7 +175,7 @@ def test_the_pi3_tells_its_whole_story(trees):
     assert "/proc/irq/21/smp_affinity_list" not in sources               # the per-core PMU
     assert "irqaffinity=0-2" in irq.fix and "/boot/cmdline.txt" in irq.fix
     assert by_id["serial-console"].title.endswith("ttyS0 at 115200 baud")
-    assert "87 us" in by_id["serial-console"].why                        # 10 bits at 115200 baud
+    assert "87 µs" in by_id["serial-console"].why                        # 10 bits at 115200 baud
     assert "dphys-swapfile" in by_id["swap"].fix                         # Raspberry Pi OS's /var/swap
     assert by_id["rt-throttling"].tune == "rt-throttling"
 
@@ -185,7 +185,7 @@ def test_x86_fixes_name_grub_and_debian(trees):
     by_id = {f.id: f for f in doctor(root).findings}
     assert "linux-image-rt-amd64" in by_id["kernel-not-rt"].fix
     assert "preempt=full" in by_id["kernel-not-rt"].fix and "/etc/default/grub" in by_id["kernel-not-rt"].fix
-    assert "C10 890 us" in by_id["deep-idle"].title and "nothing holds" in by_id["deep-idle"].title
+    assert "C10 890 µs" in by_id["deep-idle"].title and "nothing holds" in by_id["deep-idle"].title
     # the x86_pkg_temp zone's passive trip point at 0 means "none", not a 0 C limit
     assert "temperature" not in by_id and "temperature-close" not in by_id
 
@@ -199,9 +199,9 @@ def test_a_dma_latency_holder_is_named(trees):
                (root / "proc/14/task/14/stat").read_text().replace("14 (ksoftirqd/0)", "4242 (cyclictest)"))
     r = diagnose(Device(LocalTransport(), root=str(root)), window_s=0.2)
     deep = next(f for f in r.findings if f.id == "deep-idle")
-    assert "held at 100 us by pid 4242 (cyclictest)" in deep.title
-    # held at 100 us: C3 and C6 stay usable, C7s and deeper are out of reach
-    assert "(C3 70 us, C6 85 us)" in deep.title and "C7s" not in deep.title
+    assert "held at 100 µs by pid 4242 (cyclictest)" in deep.title
+    # held at 100 µs: C3 and C6 stay usable, C7s and deeper are out of reach
+    assert "(C3 70 µs, C6 85 µs)" in deep.title and "C7s" not in deep.title
 
 
 @pytest.mark.slow

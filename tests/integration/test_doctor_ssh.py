@@ -78,7 +78,7 @@ def test_without_root_the_dma_latency_holder_is_unknown(sshd, capsys, trees):
     # with passwordless sudo, doctor reads it through sudo -n
     doc = ssh_doctor(capsys, sshd, "board-sudo", "--sysroot", str(trees("x86")), "--window-s", "0")
     deep = next(f for f in doc["findings"] if f["id"] == "deep-idle")
-    assert deep["evidence"][-1] == {"source": "/dev/cpu_dma_latency", "value": "2000000000 us, not open"}
+    assert deep["evidence"][-1] == {"source": "/dev/cpu_dma_latency", "value": "2,000,000,000 µs, not open"}
 
 
 def test_tune_over_ssh_through_sudo_and_back(sshd, capsys, trees):

@@ -45,6 +45,8 @@ def test_one_row_per_board_each_judged_for_its_own_cycle_time(tmp_path, capsys):
         statuses = [t for t in texts if t in ("pass", "tight", "fail", "no run")]
         assert statuses[:4] == ["pass", "tight", "fail", "no run"]
         assert "None" not in "\n".join(texts)
+        # the commands in its sentences are code, not Markdown source
+        assert not [t for t in texts if "`" in t] and "rtforge fleet latency INVENTORY --limit pi-04" in texts
         screenshot(out, width, SHOTS / f"fleet-report-{width}.png")
     html = out.read_text()
     assert "20260101-000000-pi-01-00a1" in html and "20251201-000000-pi-01-0000" not in html

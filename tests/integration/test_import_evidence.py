@@ -5,6 +5,7 @@ claims more than the file holds (issue 35, "wrong or misleading figures")."""
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 
@@ -105,6 +106,17 @@ def test_an_import_too_short_to_judge_says_so(tmp_path, capsys):
     assert main(["report", "last", "-C", "1ms", "-o", str(tmp_path / "r.html"), *rd]) == 0
     capsys.readouterr()
     html = (tmp_path / "r.html").read_text()
-    assert "the run lasted 1s (its wake-ups times their interval: the file states no duration): too short" in html
+    assert "the run lasted 1 s (its wake-ups times their interval: the file states no duration): too short" in html
     assert main(["show", "last", *rd]) == 0
     assert "≈1 s" in capsys.readouterr().out
+
+
+def test_an_import_says_its_time_and_id_come_from_the_file_s_mtime(tmp_path, capsys):
+    """The run's start time and id were the file's modification time, unsaid."""
+    out_file = tmp_path / "out.txt"
+    out_file.write_bytes((Path(__file__).parents[1] / "golden" / "cyclictest" / "hist.txt").read_bytes())
+    os.utime(out_file, (1_700_000_000, 1_700_000_000))          # 2023-11-14T22:13:20Z
+    assert main(["import", str(out_file), "--results-dir", str(tmp_path / "results")]) == 0
+    out = capsys.readouterr().out
+    assert ("the file states no start time: the file's modification time, 2023-11-14T22:13:20Z, is taken as the "
+            "run's (its id holds it)") in " ".join(out.split()), out

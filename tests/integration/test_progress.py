@@ -51,5 +51,17 @@ def test_latency_on_a_dumb_terminal_prints_plain_progress(tmp_path):
     env = {**os.environ, "RTFORGE_RESULTS_DIR": str(tmp_path / "results"), "COLUMNS": "160", "TERM": "dumb"}
     code, text = run_on_pty([sys.executable, "-m", "rtforge", "latency", "--duration", "3s"], env)
     assert code == 0, text[-500:]
-    assert re.search(r"^measuring \d+/3 s +CPU0 max \d+\.\d µs.* \(\d+ s\)\r?$", text, re.M), text[-800:]
+    assert re.search(r"^measuring \d+/3 s +CPU0 max [\d,]+\.\d µs.* \(\d+ s\)\r?$", text, re.M), text[-800:]
     assert "stored as" in text
+
+
+def test_a_run_s_line_says_measuring_only_while_it_measures(capsys):
+    """'measuring starting the run' stood on the line while the loads settled."""
+    from rtforge.measure.session import Progress
+
+    with LiveLine(Console(file=io.StringIO())) as live:     # the same line as `rtforge latency` draws
+        live.update("starting the run")
+        live.latency(Progress(0.0, 10.0, state="settling"))
+        live.latency(Progress(3.0, 10.0, {0: 41_200}))
+    lines = [re.sub(r" \(\d+ s\)$", "", line) for line in capsys.readouterr().err.splitlines()]
+    assert lines == ["starting the run", "loads settling: nothing measured yet", "measuring 3/10 s  CPU0 max 41.2 µs"]

@@ -102,6 +102,8 @@ def test_the_report_reads_cleanly_in_chromium_at_1400_and_800_px(evidence):
         seen = layout(out, width, tmp)
         text = "\n".join(seen["texts"])
         assert "mathdefault" not in text and "$" not in text and "None" not in text
+        # a command in a sentence is set as code, never as Markdown's backticks
+        assert "`" not in text and "rtforge show" in seen["texts"], [t for t in seen["texts"] if "`" in t]
         assert seen["wide"] == [] and seen["overflowing"] == [], (width, seen["wide"][:5], seen["overflowing"][:5])
         assert seen["scroll_width"] <= seen["width"]
         h2 = [h for h in seen["headings"] if h["level"] == "H2"]
@@ -159,3 +161,28 @@ def test_an_unknown_extension_is_refused(evidence, tmp_path, capsys):
     store, runs, _ = evidence
     assert main(["report", runs[1].run_id, "-o", str(tmp_path / "r.pdf"), "--results-dir", str(store.root)]) == 2
     assert "cannot tell the report format" in capsys.readouterr().err and not (tmp_path / "r.pdf").exists()
+
+
+def test_every_text_of_the_plots_is_legible_at_800_px(tmp_path):
+    """At 800 px the reproducer under the histogram and the loads' settle label
+    on the timeline were drawn ~5-7 px tall; now no text of a plot is under 8 px,
+    and a long reproducer wraps inside its figure instead of running off it."""
+    store = Store(tmp_path / "results")
+    n = 120
+    command = ("rtforge latency pi@rack-7.lab.example --duration 2h --interval-us 200 --load cpu,io,net "
+               "--priority 95 --cpus 2,3 --settle-s 5 --label 'a label that makes the command long'")
+    r = run([us_cpu(0, {12: 100_000, 30: 400}), us_cpu(1, {12: 99_000, 84: 1})], label="long command",
+            duration_s=n, reproducer=command, config={"settle_s": 5},
+            series={"t_s": list(range(n)), "cpus": [0, 1], "max_ns": [[40_000] * n] * 2, "count": [[5000] * n] * 2,
+                    "overruns": [[0] * n] * 2})
+    store.save(r)
+    out = tmp_path / "r.html"
+    assert main(["report", r.run_id, "--cycle-time", "1ms", "-o", str(out), "--results-dir", str(store.root)]) == 0
+    for width in (1400, 800):
+        seen = layout(out, width, tmp_path)
+        assert seen["wide"] == [], seen["wide"][:5]
+        sizes = seen["svg_text"]
+        assert sizes[0][0] >= 8, sizes[:5]
+        words = " ".join(t for _, t in sizes)
+        assert "loads starting (5 s, not measured)" in words and "--label" in words
+        screenshot(out, width, SHOTS / f"report-small-text-{width}.png")

@@ -171,7 +171,7 @@ def series_run(maxes: list[int], settle_s: float = 3) -> RunResult:
 def test_a_worst_case_in_the_first_seconds_is_called_out():
     early = series_run([21_000_000, 40_000] + [50_000] * 28)
     text = early_worst(early)
-    assert text and "21000.0 µs" in text and "came 0 s into the run" in text and "420.0×" in text
+    assert text and "21,000.0 µs" in text and "came 0 s into the run" in text and "420.0×" in text
     assert "--settle-s" in text and "3 s to start" in text
     assert early_worst(series_run([40_000] * (EARLY_S + 1) + [90_000] * 24)) is None  # the worst came later
     assert early_worst(series_run([90_000] + [40_000] * 5)) is None  # a short run is all "first seconds"

@@ -19,6 +19,7 @@ from rtforge.results.importers import import_file
 from rtforge.results.store import Store
 
 from ..support.procs import run_on_pty
+from ..support.runs import run, us_cpu
 
 CORPUS = Path(__file__).parents[1] / "corpus" / "cyclictest"
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
@@ -55,7 +56,7 @@ def test_runs_shows_whole_ids_and_maxima(imported):
     text = at_80(store, "runs")
     for name, r in runs.items():
         assert r.run_id in text                                     # what the user types next
-        assert f"{stated_max_us(name):.1f}" in text                  # the worst case, as the file states it
+        assert f"{stated_max_us(name):,.1f}" in text                  # the worst case, as the file states it
 
 
 def test_show_keeps_the_maximum_and_the_tail(imported):
@@ -64,7 +65,7 @@ def test_show_keeps_the_maximum_and_the_tail(imported):
     text = at_80(store, "show", runs[name].run_id)
     header = next(line for line in text.splitlines() if "max" in line and "p99" in line)
     assert "p99.99" in header and "max" in header
-    assert f"{stated_max_us(name):.1f}" in text and runs[name].run_id in text
+    assert f"{stated_max_us(name):,.1f}" in text and runs[name].run_id in text
 
 
 def test_compare_keeps_names_maxima_and_ratios(imported):
@@ -72,10 +73,46 @@ def test_compare_keeps_names_maxima_and_ratios(imported):
     text = at_80(store, "compare", "stock 4.19", "rt 5.10 under ping flood")
     assert "stock 4.19" in text and "rt 5.10 under ping flood" in text
     for name in ("koen-h400-4t-100M-nort.txt", "amro-h10000-3t.txt"):
-        assert f"{stated_max_us(name):.1f}" in text
+        assert f"{stated_max_us(name):,.1f}" in text
     first, other = stated_max_us("koen-h400-4t-100M-nort.txt"), stated_max_us("amro-h10000-3t.txt")
     ratio = other / first
     assert re.search(rf"max\s+{ratio:.1f}×\s+higher", text.replace("\n", " ").replace("│", " "))
+
+
+HIDDEN = re.compile(r"\(([a-z0-9., -]+): not shown at this width; a wider terminal, or --json, shows them\)")
+
+
+def header_of(text: str) -> list[str]:
+    line = next(line for line in text.splitlines() if "┃" in line)
+    return [c.strip() for c in line.split("┃")]
+
+
+@pytest.mark.parametrize("command", [["show", "stock 4.19"], ["compare", "stock 4.19", "rt 5.10 under ping flood"]])
+def test_a_narrow_table_names_the_columns_it_hid(imported, command):
+    """At 80 columns show and compare dropped columns without a word; now one
+    line names them and says how to see them, and a wide terminal has them."""
+    store, _ = imported
+    text = at_80(store, *command)
+    m = HIDDEN.search(re.sub(r"\s+", " ", text))
+    assert m, text
+    hidden = m[1].split(", ")
+    assert hidden and not set(hidden) & set(header_of(text)), (hidden, header_of(text))
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    env.update(TERM="xterm-256color", RTFORGE_RESULTS_DIR=str(store.root))
+    code, wide = run_on_pty([sys.executable, "-m", "rtforge", *command], env, columns=250)
+    assert code == 0 and set(hidden) <= set(header_of(ANSI.sub("", wide))) and "not shown" not in wide
+
+
+def test_compare_keeps_a_partial_run_s_state_in_sight(tmp_path):
+    """The partial run looked complete once its state column went."""
+    store = Store(tmp_path / "results")
+    store.save(run([us_cpu(0, {12: 1000, 84: 1})], label="whole", run_id="20260101-000000-pi-0001"))
+    store.save(run([us_cpu(0, {12: 1000, 90: 1})], label="stopped early", run_id="20260101-000000-pi-0002",
+                   state="interrupted"))
+    text = at_80(store, "compare", "whole", "stopped early")
+    assert "state" in header_of(text), text
+    row = " ".join(line for line in text.splitlines() if "│" in line)
+    assert "interrupted" in row and "(partial)" in row
 
 
 def test_compare_of_long_names_keeps_every_maximum(tmp_path):
@@ -88,7 +125,7 @@ def test_compare_of_long_names_keeps_every_maximum(tmp_path):
     assert len(ids[0]) > 40
     text = at_80(store, "compare", *ids)
     for name in ("koen-h400-4t-100M-nort.txt", "amro-h10000-3t.txt"):
-        assert f"{stated_max_us(name):.1f}" in text, text
+        assert f"{stated_max_us(name):,.1f}" in text, text
 
 
 def test_kernel_boards_rows_stay_short(imported):
@@ -175,3 +212,42 @@ def test_show_keeps_lower_bounds_unknown_counts_and_rtla_s_other_latencies(tmp_p
     text = at_80(store, "show", rtla_run.run_id)
     irq_max = int(re.search(r"^max:\s+(\d+)", rtla.read_text(), re.M)[1])   # the IRQ column comes first
     assert f"rtla also measured: timer IRQ latency max {irq_max:,}.0 µs (CPU 0)" in text, text
+
+
+def test_doctor_keeps_its_indentation_counts_and_units_at_80_columns(tmp_path):
+    """At 80 columns doctor's wrapped lines fell to column 0, under no "why:"
+    or "fix:"; it said "3 note", "14 interrupt(s)", "87 us"."""
+    pi3 = Path(__file__).parents[1] / "fixtures" / "sysroot" / "pi3"
+    text = at_80(Store(tmp_path / "results"), "doctor", "--sysroot", str(pi3), "--window-s", "0")
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith(("    why: ", "    fix: ")):
+            for more in lines[i + 1:]:
+                if not more.startswith(" " * 9):
+                    break
+            assert not more or more.startswith("    ") or not more.strip(), (line, more)
+    assert all(not line or line[0] == " " or re.match(r"(rtforge doctor|\d+ block|[A-Z]+)", line)
+               for line in lines), [line for line in lines if line and line[0] != " "]
+    assert re.search(r"^0 block RT · \d+ cost latency · \d+ notes$", text, re.M), text[:300]
+    assert "(s)" not in text and not re.search(r"\d us\b", text)
+    assert "14 interrupts may still land" in text.replace("\n    ", " ")
+
+
+def test_doctor_keeps_a_share_with_its_percent_sign(monkeypatch):
+    """'python3 1\\n%': a thread's share was split from its unit at the end of a line."""
+    from rich.console import Console
+
+    from rtforge.cli import doctor
+    from rtforge.device.doctor.checks_cpu import ThreadUse
+    from rtforge.device.doctor.diagnose import DoctorReport
+
+    threads = [ThreadUse(i, name, "user", "other", 0, 0, 10, pct) for i, (name, pct) in
+               enumerate([("ksoftirqd/3", 12.0), ("irq/56-mmc1", 7.0), ("rtforge-probe", 3.0), ("python3", 1.0)])]
+    for width in range(60, 81):
+        console = Console(width=width, record=True, file=open(os.devnull, "w"))
+        monkeypatch.setattr(doctor, "make_console", lambda c=console: c)
+        doctor.render(DoctorReport("this machine", "6.12.0-rt", "#1 PREEMPT_RT", "rt", "Raspberry Pi 4", [3],
+                                   2.0, [], threads=threads))
+        out = console.export_text()
+        assert not re.search(r"\d\s*\n\s*%", out), (width, out)
+        assert all(len(line) <= width for line in out.splitlines())

@@ -160,8 +160,8 @@ def test_a_breakdown_that_does_not_add_up_blames_no_one():
     (s,) = timerlat.parse(_fixture("docs-top-example.txt"))
     s["parts"]["irq_delay"] = {"us": 79267040.2, "pct": 5172.67}
     s["total_us"] = 1532421.07
-    assert timerlat.culprit(s) == ("no one to blame: rtla's breakdown does not add up (irq delay 79267040.2 µs "
-                                   "in a 1532421.1 µs latency), a clock jump rather than a thread")
+    assert timerlat.culprit(s) == ("no one to blame: rtla's breakdown does not add up (irq delay 79,267,040.2 µs "
+                                   "in a 1,532,421.1 µs latency), a clock jump rather than a thread")
 
 
 def test_a_negative_latency_is_read_and_blames_no_one():
@@ -176,7 +176,7 @@ def test_a_negative_latency_is_read_and_blames_no_one():
         [("rtla", 361), ("rtforge-hog", 275), ("rtprobe", 364)]
     assert {i["name"] for i in s["interference"]["irq"]} == {"local_timer"}
     assert len(s["interference"]["irq"]) == 197
-    assert timerlat.culprit(s) == ("no one to blame: rtla printed a negative latency (-2081686.3 µs), a figure "
+    assert timerlat.culprit(s) == ("no one to blame: rtla printed a negative latency (-2,081,686.3 µs), a figure "
                                    "out of its range, not a time")
 
 

@@ -78,7 +78,7 @@ def test_apply_show_doctor_revert_on_a_pi4(pi4, capsys):
     assert "but this still fires" in gov.evidence[-1].value
 
     assert main(["tune", "--sysroot", str(root), "--revert"]) == 0
-    assert "restored 3 setting(s)" in capsys.readouterr().out
+    assert "restored 3 settings" in capsys.readouterr().out
     assert tree_digest(root) == before and not (root / STATE).exists()
     assert wifi.read_text() == "on\n"
     assert main(["tune", "--sysroot", str(root), "--revert"]) == 0

@@ -19,6 +19,7 @@ from rtforge.device.doctor.diagnose import diagnose
 from rtforge.device.state.tunestate import STATE_PATH
 from rtforge.device.transport.device import Device
 from rtforge.device.tune import engine as tuning
+from rtforge.units import plural
 
 # this machine's tuning is changed here (and read by test_doctor_real):
 # make check runs these alone, after the tests it runs side by side
@@ -97,7 +98,7 @@ def test_isolate_and_rt_throttling_then_revert_exactly(before, capsys):
     assert main(["tune", "--show"]) == 0
     assert capsys.readouterr().out.count("applied  ") == len(saved)
     assert main(["tune", "--revert"]) == 0
-    assert f"restored {len(saved)} setting(s)" in capsys.readouterr().out
+    assert f"restored {plural(len(saved), 'setting')}" in capsys.readouterr().out
     after = settings_now()
     assert {p: after.get(p) for p in before} == before
     assert not os.path.exists(STATE_PATH)

@@ -10,6 +10,7 @@ import json
 import re
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -33,12 +34,21 @@ window.addEventListener('load', () => {
     const t = walk.currentNode.nodeValue.trim();
     if (t && !walk.currentNode.parentElement.closest('script, style')) texts.push(t);
   }
+  // every text of the plots, at the size it is drawn (its font size through the scaling the page gives
+  // the SVG), smallest first: what a reader of an 800 px window has to read
+  const svg_text = [];
+  for (const t of document.querySelectorAll('svg text')) {
+    const m = t.getScreenCTM();
+    const words = t.textContent.trim();
+    if (m && words) svg_text.push([parseFloat(getComputedStyle(t).fontSize) * Math.hypot(m.a, m.b), words]);
+  }
+  svg_text.sort((a, b) => a[0] - b[0]);
   const headings = [...document.querySelectorAll('h1, h2')]
       .map(h => ({level: h.tagName, id: h.id, text: h.textContent}));
   const out = document.createElement('pre');
   out.id = 'rtforge-layout';
   out.textContent = JSON.stringify({width: W, scroll_width: document.documentElement.scrollWidth, wide, overflowing,
-                                    texts, headings});
+                                    texts, headings, svg_text});
   document.body.appendChild(out);
 });
 """
@@ -74,6 +84,9 @@ def layout(page: Path, width: int, tmp: Path) -> dict:
 
 
 def screenshot(page: Path, width: int, out: Path, height: int = 4000) -> Path:
-    r = chromium(out.parent, f"--screenshot={out}", page.as_uri(), width=width, height=height)
+    # a profile of its own: tests running side by side (pytest -n) share the screenshots' folder,
+    # and two Chromiums on one profile refuse each other
+    with tempfile.TemporaryDirectory(prefix="rtforge-chromium-") as profile:
+        r = chromium(Path(profile), f"--screenshot={out}", page.as_uri(), width=width, height=height)
     assert r.returncode == 0 and out.exists(), r.stderr[-800:]
     return out

@@ -21,7 +21,7 @@ from ..results.display import known
 from ..results.model import RunResult
 from ..results.store import Store
 from .common import HOST_OPTIONAL, RESULTS_DIR, SSH_CONFIG, LiveLine, check_label
-from .render import Col, cell, fitted, make_console, shown
+from .render import Col, cell, fitted, make_console, print_table, shown
 
 app = typer.Typer()  # this module's commands (cli/__init__.py's LazyGroup loads them)
 
@@ -153,7 +153,7 @@ def print_bench_result(r: RunResult, console: Console | None = None) -> None:
         ),
         style="dim", markup=False,
     )
-    console.print(bench_table(r, console))
+    print_table(console, bench_table(r, console))
     for w in r.warnings:
         console.print(f"[yellow]warning:[/yellow] {shown(w)}", highlight=False)
 
@@ -178,7 +178,7 @@ def print_bench_compare(rows: list[dict[str, Any]], console: Console | None = No
         f"N-queens N={rows[0]['n']}: median solve time; ratios are to the first run (> 1: slower); "
         "bogo ops/s: stress-ng's rate", style="dim"
     )
-    console.print(fitted(console, COMPARE_BENCH_COLS, cells))
+    print_table(console, fitted(console, COMPARE_BENCH_COLS, cells))
     for r in rows[1:]:
         console.print(cell(r["versus_first"]))
 

@@ -108,7 +108,7 @@ class LiveLine:
             return
         self._said = (now, kind)
         count = ""
-        if completed is not None and total:
+        if completed is not None and total and self.count:   # a run's line says its own "3/10 s"
             count = (f" {completed / 1e6:.0f}/{total / 1e6:.0f} MB" if self.count == "bytes" else
                      f" {completed:.0f}/{total:.0f}")
         label = f"{self.label} " if self.label else ""
@@ -116,14 +116,16 @@ class LiveLine:
 
     # -- the callbacks the library takes -------------------------------------------
     def latency(self, p) -> None:
-        """measure.session.Progress: elapsed/total and the max so far per CPU."""
+        """measure.session.Progress: elapsed/total and the max so far per CPU.  The line
+        says "measuring" only once wake-ups are measured: before, it names the step
+        ("starting the run"), then the loads' settling, which nothing measures."""
         if p.state in ("settling", "starting"):
-            self.update(f"{p.state}: the loads start before measuring")
+            self.update("loads settling: nothing measured yet")
             return
         total = f"/{p.total_s:.0f} s" if p.total_s else " s"
         maxes = "  ".join(f"CPU{cpu} max {us(v)} µs" for cpu, v in sorted(p.max_ns.items()))
         done = min(p.elapsed_s, p.total_s or p.elapsed_s)   # the last poll comes after the end: never "6/5 s"
-        self.update(f"{done:.0f}{total}  {maxes}", done, p.total_s)
+        self.update(f"measuring {done:.0f}{total}  {maxes}", done, p.total_s)
 
     def bench(self, p) -> None:
         """measure.bench.BenchProgress: the step running, of how many."""
@@ -169,4 +171,16 @@ def check_label(label: str) -> str:
     if not label.isprintable():
         raise UserError(f"the label '{clean(label)}' holds a control character or a line break; give one line of "
                         "text")
+    # a reference is read as 'last', then an id or its prefix, then a label (Store.resolve): these never reach a label
+    if label == "last":
+        raise UserError("the label 'last' could never name its run: 'last' always means the run stored last; "
+                        "give another label")
+    if ID_LIKE.fullmatch(label):
+        raise UserError(f"the label '{clean(label)}' could never name its run: it reads as a run id or the start "
+                        "of one (20260101-120000-pi-1a2b); give a label with a word in it, e.g. "
+                        f"'{clean(label)} stock'")
     return label
+
+
+# a run id's start (<date>-<time>-<host>-<hex>, results/store.py) from any year 2000-2999: digits, or a date and on
+ID_LIKE = re.compile(r"2[0-9]{0,7}|[0-9]{8}-[0-9A-Za-z._+-]*")

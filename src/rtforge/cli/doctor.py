@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import json
+import textwrap
 from pathlib import Path
 
 import typer
-from rich.markup import escape
+from rich.text import Text
 
 from ..device import board_host
 from ..device.doctor.diagnose import DEFAULT_WINDOW_S, DoctorReport, diagnose
-from ..device.doctor.findings import SEVERITY_WORDS
+from ..device.doctor.findings import SEVERITIES, SEVERITY_WORDS, severity_counts
 from ..device.transport.device import Device
 from ..errors import UserError
 from ..paths import resolved
+from ..results.display import clean
 from .device import HOST_HELP, SSH_CONFIG, open_board
 from .render import make_console
 
@@ -80,33 +82,52 @@ def doctor(
     return 0
 
 
+NBSP = "\u00a0"   # between a number and its unit: "1 %" is never split across lines
+
+
+def _say(c, text: str, first: str = "", rest: str = "", styles: tuple[tuple[int, int, str], ...] = ()) -> None:
+    """One paragraph of the report wrapped to the terminal with a hanging
+    indent ('    why: ' and its lines under the text, never at column 0);
+    textwrap breaks only at ASCII spaces, so NBSP holds a number to its
+    unit.  styles: (start, end, style) of the first line's words."""
+    lines = textwrap.wrap(text, max(c.width, 40), initial_indent=first, subsequent_indent=rest,
+                          break_long_words=False, break_on_hyphens=False) or [first]
+    out = Text("\n".join(lines))
+    for a, b, style in styles:
+        out.stylize(style, a, b)
+    c.print(out, soft_wrap=True, highlight=False)
+
+
 def render(r: DoctorReport) -> None:
     c = make_console()
     iso = ",".join(map(str, r.isolated)) or "none"
-    c.print(f"[bold]rtforge doctor[/bold]: {escape(r.target)} · {escape(r.model or 'no device-tree model')} · kernel "
-            f"{escape(r.kernel_release)} ({r.preempt} preemption) · RT CPUs: {iso}", highlight=False)
-    counts = [f"{r.count(s)} {SEVERITY_WORDS[s]}" for s in ("blocks-rt", "costs-latency", "note")]
-    c.print(" · ".join(counts) + (f" · {len(r.fixed)} fixed by rtforge tune" if r.fixed else ""), highlight=False)
+    head = (f"rtforge doctor: {r.target} · {r.model or 'no device-tree model'} · kernel {r.kernel_release} "
+            f"({r.preempt} preemption) · RT CPUs: {iso}")
+    _say(c, clean(head), rest="    ", styles=((0, len("rtforge doctor"), "bold"),))
+    _say(c, severity_counts({s: r.count(s) for s in SEVERITIES})
+         + (f" · {len(r.fixed)} fixed by rtforge tune" if r.fixed else ""))
     for f in r.findings:
         c.print()
-        c.print(f"[{_STYLE[f.severity]}]{SEVERITY_WORDS[f.severity].upper()}[/]  [bold]{f.id}[/bold]  "
-                f"{escape(f.title)}", highlight=False)
-        c.print(f"    why: {escape(f.why)}", highlight=False)
+        word = SEVERITY_WORDS[f.severity].upper()
+        _say(c, f"{word}  {clean(f.id)}  {clean(f.title)}", rest="    ",
+             styles=((0, len(word), _STYLE[f.severity]), (len(word) + 2, len(word) + 2 + len(f.id), "bold")))
+        _say(c, clean(f.why), "    why: ", " " * 9)
         for e in f.evidence[:SHOWN_EVIDENCE]:
-            c.print(f"    {escape(e.source)} = {escape(e.value)}", highlight=False)
+            first, *more = e.value.split("\n") or [""]   # a file's lines each on a line of their own
+            _say(c, f"{clean(e.source)} = {clean(first)}", "    ", " " * 6)
+            for line in more:
+                _say(c, clean(line), " " * 6, " " * 6)
         if len(f.evidence) > SHOWN_EVIDENCE:
-            c.print(f"    ... {len(f.evidence) - SHOWN_EVIDENCE} more (--json shows all)", highlight=False)
-        c.print(f"    fix: {escape(f.fix)}", highlight=False)
+            _say(c, f"... {len(f.evidence) - SHOWN_EVIDENCE} more (--json shows all)", "    ")
+        _say(c, clean(f.fix), "    fix: ", " " * 9)
     for x in r.fixed:
         c.print()
-        c.print(
-            f"[green]FIXED[/green]  [bold]{x.id}[/bold]  by rtforge tune ({x.operation}): "
-            + escape("; ".join(x.settings[:4]) + (f"; ... {len(x.settings) - 4} more" if len(x.settings) > 4 else "")),
-            highlight=False,
-        )
+        settings = "; ".join(x.settings[:4]) + (f"; ... {len(x.settings) - 4} more" if len(x.settings) > 4 else "")
+        _say(c, f"FIXED  {clean(x.id)}  by rtforge tune ({x.operation}): {clean(settings)}", rest="    ",
+             styles=((0, 5, "green"), (7, 7 + len(x.id), "bold")))
     if r.threads:
-        busiest = ", ".join(f"{escape(t.comm)} {t.share_pct:.0f} %" for t in r.threads[:4])
+        busiest = ", ".join(f"{clean(t.comm)} {t.share_pct:.0f}{NBSP}%" for t in r.threads[:4])
         c.print()
-        c.print(f"busiest threads over {r.window_s:g} s (% of one CPU): {busiest}", highlight=False)
+        _say(c, f"busiest threads over {r.window_s:g}{NBSP}s (% of one CPU): {busiest}", rest="    ")
     if not r.findings:
         c.print("\nnothing found that hurts latency", highlight=False)

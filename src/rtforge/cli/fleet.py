@@ -31,6 +31,7 @@ from ..fleet.playbook import Interrupted
 from ..fleet.status import NOT_REACHED, WORDS, Live, exit_status, result_json
 from ..measure.options import OPTIONS
 from ..results.store import Store
+from ..units import plural
 from . import forkserver
 from .common import RESULTS_DIR, err_console, latency_option
 from .render import Col, cell, fitted, make_console, shown, us
@@ -166,6 +167,7 @@ def fleet_report(
 ) -> int:
     """One HTML page: a row per board (its verdict for its own cycle time, worst case, kernel, RT or not,
     last seen) and a section per board.  Reads the store and the fleet records: no board is contacted."""
+    from ..device.doctor.findings import severity_counts
     from ..fleet.evidence import gather
     from ..report.fleet import write_html
     from ..report.verdict import parse_cycle_time
@@ -176,9 +178,10 @@ def fleet_report(
     store = Store(results_dir)
     inv = _load(source, limit)
     entries = gather(inv, store, cycle_time)
-    out = write_html(entries, inv.source, cycle_time, output)
+    out = write_html(entries, inv.source, cycle_time, output, lambda counts: severity_counts(counts, ", "))
     judged = sum(1 for e in entries if e.run is not None)
-    make_console().print(f"wrote {shown(out)}: {len(entries)} boards, {judged} with a latency run", highlight=False)
+    make_console().print(f"wrote {shown(out)}: {plural(len(entries), 'board')}, {judged:,} with a latency run",
+                         highlight=False)
     return 0
 
 
@@ -196,7 +199,7 @@ def _run(plan: drive.Plan, as_json: bool, doing: str) -> int:
     hosts = plan.inventory.hosts
     done = [h for h in hosts if h not in plan.todo]
     if plan.resumed:
-        err.print(f"resuming {c.id} (started {c.started}): {len(done)} of {len(hosts)} boards done, "
+        err.print(f"resuming {c.id} (started {c.started}): {len(done)} of {plural(len(hosts), 'board')} done, "
                   f"{len(plan.todo)} to go; --new starts over", highlight=False)
     for note in plan.notes:
         err.print(note, highlight=False)
@@ -317,8 +320,9 @@ def _summary(plan: drive.Plan, extra: dict[str, dict]) -> None:
         what = r.message
         if plan.command == "doctor" and extra[h].get("counts"):
             n = extra[h]["counts"]
-            what = (f"{n.get('blocks-rt', 0)} block RT, {n.get('costs-latency', 0)} cost latency, "
-                    f"{n.get('note', 0)} notes")
+            from ..device.doctor.findings import severity_counts
+
+            what = severity_counts(n, ", ")
         elif plan.command == "fetch" and r.outcome == "ok":
             what = f"fetched {len(extra[h]['fetched'])}" + (f", still running: {', '.join(extra[h]['running'])}"
                                                             if extra[h]["running"] else "")
@@ -331,6 +335,7 @@ def _summary(plan: drive.Plan, extra: dict[str, dict]) -> None:
         word = WORDS.get(c.board(h).outcome or NOT_REACHED, "?")
         counts[word] = counts.get(word, 0) + 1
     text = ", ".join(f"{n} {w}" for w, n in sorted(counts.items(), key=lambda kv: (kv[0] != "ok", kv[0])))
-    console.print(f"{len(plan.inventory.hosts)} boards: {shown(text)} · record {shown(c.dir)}", highlight=False)
+    console.print(f"{plural(len(plan.inventory.hosts), 'board')}: {shown(text)} · record {shown(c.dir)}",
+                  highlight=False)
     if any(not c.board(h).done for h in plan.inventory.hosts) and plan.command in ("latency", "deploy"):
         console.print("the same command again resumes: boards done are left alone", style="dim")

@@ -80,5 +80,10 @@ def import_(
         return
     console = make_console()
     print_result(result, console)
-    fmt = (result.source or {}).get("format", "?")   # an import always records its source
-    console.print(f"imported {fmt} from {file} as {result.run_id} in {store.root}", style="dim")
+    source = result.source or {}   # an import always records its source
+    console.print(f"imported {source.get('format', '?')} from {file} as {result.run_id} in {store.root}", style="dim")
+    if how := source.get("start_time_from"):
+        # the run's id and its place among the runs come from it: never silently
+        when = "the file's modification time" if how == "mtime" else "the time of the import"
+        console.print(f"the file states no start time: {when}, {result.start_time.replace('+00:00', 'Z')}, is "
+                      "taken as the run's (its id holds it)", style="dim", highlight=False)

@@ -24,7 +24,7 @@ from ..paths import resolved
 from ..results.store import Store
 from ..units import parse_timeout_s
 from .common import RESULTS_DIR, LiveLine
-from .render import Col, fitted, make_console
+from .render import Col, fitted, make_console, print_table
 
 app = typer.Typer()  # this module's commands (cli/__init__.py's LazyGroup loads them)
 
@@ -53,9 +53,7 @@ def boards(as_json: bool = typer.Option(False, "--json", help="every field of ev
     rows = [[Text(b.name + (f"\n({', '.join(b.aliases)})" if b.aliases else "")), b.description, b.arch,
              *(b.defconfig.get(f, "–") for f in FLAVOURS), b.image_name, _emulated(b)] for b in all_boards.values()]
     console = make_console()
-    console.print(fitted(console, BOARD_COLS, rows))
-    if console.width < 160:
-        console.print("(a wider terminal, or --json, shows every column)", style="dim")
+    print_table(console, fitted(console, BOARD_COLS, rows))
 
 
 def _emulated(b) -> str:

@@ -151,7 +151,7 @@ def latency(
             err_console().print(hint(host, started.run.run_id, again=False))
             return 0
         console = make_console()
-        live = LiveLine(console, label="measuring") if sys.stdout.isatty() and not as_json else None
+        live = LiveLine(console) if sys.stdout.isatty() and not as_json else None
         try:
             with live or nullcontext():
                 # the steps before the measuring are the live line's too: printed beside it (another
@@ -193,7 +193,7 @@ def attach(
     transport = open_transport(host, ssh_config)
     store = Store(results_dir)
     store.check_writable()
-    live = LiveLine(make_console(), label="measuring") if sys.stdout.isatty() and not as_json else None
+    live = LiveLine(make_console()) if sys.stdout.isatty() and not as_json else None
     try:
         with live or nullcontext():
             result = session.attach(ref, store, transport, poll_s=poll, on_progress=live.latency if live else None,

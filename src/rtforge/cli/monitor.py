@@ -21,7 +21,7 @@ from ..results.monitorfolder import find_host
 from ..results.store import Store
 from ..results.trend import Rule
 from ..results.windows import Window, parse_window
-from ..units import format_span, parse_span_s, shown
+from ..units import format_span, format_us, parse_span_s, plural, shown
 from .common import HOST_OPTIONAL, RESULTS_DIR, SSH_CONFIG, err_console
 from .render import make_console
 
@@ -78,11 +78,11 @@ def window_line(w: Window) -> str:
     its CPU, then what an operator looks for (overruns, an alert, a partial
     window, the temperature -- dropped first when the line is full)."""
     worst = max((c for c in w.cpus if c.max_ns is not None), key=lambda c: c.max_ns or 0, default=None)
-    most = f"max {worst.max_ns / 1000:8.1f} µs (CPU {worst.cpu})" if worst and worst.max_ns is not None \
+    most = f"max {format_us(worst.max_ns):>8} µs (CPU {worst.cpu})" if worst and worst.max_ns is not None \
         else "no wake-up"
     notes = []
     if w.overruns:
-        notes.append(f"{w.overruns} overruns")
+        notes.append(plural(w.overruns, "overrun"))
     if w.alert:
         notes.append("ALERT")
     if w.partial:
@@ -150,7 +150,7 @@ def run_cmd(
     where = "" if isinstance(transport, LocalTransport) else f" {host}"
     # the command as it works: a folder of one's own is named in it, else fetch reads the default one
     folder = f" --state-dir {shlex.quote(spec.state_dir)}" if state_dir else ""
-    err.print(f"{len(result.windows)} windows kept in {shown(spec.state_dir, 200)}"
+    err.print(f"{plural(len(result.windows), 'window')} kept in {shown(spec.state_dir, 200)}"
               f"{'' if not where else ' on' + where}: `rtforge monitor fetch{where}{shown(folder, 200)}` brings "
               "them into the store", highlight=False)
     return 130 if result.interrupted else 0
@@ -274,7 +274,7 @@ def status(
     out.print(f"kernel {shown(doc['kernel'] or '?')}, folder {shown(folder, 200)}", highlight=False)
     lw = doc["last_window"]
     last = (f"; the last, {_utc(lw['start_ns'], '%Y-%m-%d %H:%M:%S')}–{_utc(lw['end_ns'])} UTC: max "
-            f"{lw['max_ns'] / 1000:.1f} µs" if lw and lw["max_ns"] is not None else "")
+            f"{format_us(lw['max_ns'], unit=True)}" if lw and lw["max_ns"] is not None else "")
     out.print(f"windows recorded: {doc['windows']:,}{last}", highlight=False)
     g = doc["last_gap"]
     gap = (f"; the last: {format_span(max(0, g.get('seconds', 0)))} before "
@@ -308,7 +308,7 @@ def fetch(
     span = (f", {_utc(r.first_ns, '%Y-%m-%d %H:%M')} to {_utc(r.last_ns, '%Y-%m-%d %H:%M UTC')}"
             if r.first_ns and r.last_ns else "")
     make_console().print(f"{shown(r.host)}: {r.new_windows:,} new windows ({r.windows:,} in the store{span}), "
-                         f"{r.gaps} gaps, {r.new_events} new events", highlight=False)
+                         f"{plural(r.gaps, 'gap')}, {plural(r.new_events, 'new event')}", highlight=False)
     if r.bad_lines:
         err_console().print(f"{r.bad_lines} lines from the board were no monitor records and were skipped")
 
@@ -400,10 +400,10 @@ def _print_trends(trends, rule: Rule) -> None:
             Col("unclean", drop=1, right=True)]
     out.print(f"promotion rule: {rule.text()}", highlight=False)
     for t in trends:
-        out.print(f"\n{shown(t.host)}: {len(t.windows):,} windows, {len(t.gaps)} gaps, "
-                  f"{len(t.changes)} kernel changes", highlight=False)
-        rows = [[s.label, f"{s.days:.1f}", f"{s.windows:,}", "?" if s.p9999_ns is None else f"{s.p9999_ns / 1000:.1f}",
-                 "?" if s.max_ns is None else f"{s.max_ns / 1000:.1f}", str(s.alerts), str(s.unclean)]
+        out.print(f"\n{shown(t.host)}: {plural(len(t.windows), 'window')}, {plural(len(t.gaps), 'gap')}, "
+                  f"{plural(len(t.changes), 'kernel change')}", highlight=False)
+        rows = [[s.label, f"{s.days:.1f}", f"{s.windows:,}", format_us(s.p9999_ns, unknown="?"),
+                 format_us(s.max_ns, unknown="?"), str(s.alerts), str(s.unclean)]
                 for s in t.spans]
         if rows:
             out.print(fitted(out, cols, rows))

@@ -22,6 +22,7 @@ from ..results.display import clean, known, loads_text, other_latencies_line, pr
 from ..results.model import RunResult
 from ..results.stats import irq_summary, percentile_text, summarize_all, summarize_cpu, telemetry_summary
 from ..results.timerlat import spike_lines
+from ..units import format_seconds, format_us
 
 
 def shown(value: object) -> str:
@@ -38,7 +39,7 @@ def us(ns: int | float | None, *, beyond: bool = False) -> str:
     """ns -> 'µs with one decimal'; a percentile beyond the histogram's range is '> range'."""
     if ns is None:
         return "> range" if beyond else "–"
-    return f"{ns / 1000:.1f}"
+    return format_us(ns)
 
 
 def _count(n: int | None) -> str:
@@ -75,7 +76,7 @@ def fitted(console: Console, cols: list[Col], rows: Sequence[Sequence[object]], 
     alike_first: a column that is the same in every row goes before the
     others (a comparison is about what differs)."""
     texts = [[c if isinstance(c, Text) else Text(str(c)) for c in row] for row in rows]
-    keep, widths = _layout(console.width, cols, [[t.plain for t in row] for row in texts], alike_first)
+    keep, widths, hidden = _layout(console.width, cols, [[t.plain for t in row] for row in texts], alike_first)
     t = Table(show_edge=False, header_style="bold", **table)
     for i in keep:
         c = cols[i]
@@ -83,6 +84,7 @@ def fitted(console: Console, cols: list[Col], rows: Sequence[Sequence[object]], 
                      overflow="fold")
     for n, row in enumerate(texts):
         t.add_row(*(row[i] for i in keep), style=style(n) if callable(style) else style)
+    t.hidden = hidden  # type: ignore[attr-defined]
     return t
 
 
@@ -95,7 +97,7 @@ def plain_table(console: Console, cols: list[Col], rows: Sequence[Sequence[objec
     if console.is_terminal or not console.encoding.lower().startswith("utf"):
         return None
     values = [[c.plain if isinstance(c, Text) else str(c) for c in row] for row in rows]   # no Text: thousands
-    keep, widths = _layout(console.width, cols, values, False)
+    keep, widths, _ = _layout(console.width, cols, values, False)
     plain = [[row[i] for i in keep] for row in values]
     if any("\n" in v or cell_len(v) > widths[i] for row in plain for i, v in zip(keep, row, strict=True)):
         return None
@@ -108,8 +110,10 @@ def plain_table(console: Console, cols: list[Col], rows: Sequence[Sequence[objec
             *(line(values, "│") for values in plain)]
 
 
-def _layout(width: int, cols: list[Col], texts: list[list[str]], alike_first: bool) -> tuple[list[int], list[int]]:
-    """Which columns fit in width, and how wide each is (see fitted); texts: the cells' plain text."""
+def _layout(width: int, cols: list[Col], texts: list[list[str]],
+            alike_first: bool) -> tuple[list[int], list[int], list[str]]:
+    """Which columns fit in width, how wide each is and the names of those
+    hidden that held something (see fitted); texts: the cells' plain text."""
     natural = [max([cell_len(c.name)] + [max(cell_len(line) for line in r[i].split("\n")) for r in texts])
                for i, c in enumerate(cols)]
     least = [min(natural[i], c.min_width) if c.wrap else natural[i] for i, c in enumerate(cols)]
@@ -122,10 +126,14 @@ def _layout(width: int, cols: list[Col], texts: list[list[str]], alike_first: bo
     def total(idx: list[int], widths: list[int]) -> int:
         return sum(widths[i] + 2 for i in idx) + max(len(idx) - 1, 0)  # padding 1+1, a rule between columns
 
+    blank = {i for i in empty if all(r[i] in ("–", "?", "") for r in texts)}
+    hidden = []
     for i in empty + sorted((i for i in keep if not cols[i].key and i not in empty), key=lambda i: cols[i].drop):
         if total(keep, least) <= width:
             break
         keep.remove(i)
+        if i not in blank:   # a column of '–' and '?' hides nothing worth a word
+            hidden.append(i)
     widths = list(least)
     room = width - total(keep, least)
     # The room left, shared among the wrapping columns by water-filling: the
@@ -136,14 +144,28 @@ def _layout(width: int, cols: list[Col], texts: list[list[str]], alike_first: bo
         more = min(natural[i] - widths[i], room // (len(wanting) + 1))
         widths[i] += more
         room -= more
-    return keep, widths
+    return keep, widths, [c.name for i, c in enumerate(cols) if i in hidden]
+
+
+def hidden_note(table: Table, how: str = "a wider terminal, or --json, shows them") -> str | None:
+    """What `fitted` left out of a table for want of width, and how to see
+    it: a table that drops columns without a word looks complete."""
+    names = getattr(table, "hidden", [])
+    return f"({', '.join(names)}: not shown at this width; {how})" if names else None
+
+
+def print_table(console: Console, table: Table, how: str = "a wider terminal, or --json, shows them") -> None:
+    """A fitted table, then the line naming the columns it hid."""
+    console.print(table)
+    if note := hidden_note(table, how):
+        console.print(note, style="dim", highlight=False)
 
 
 def run_header(r: RunResult) -> str:
     s, c = r.system, r.config
     # ≈: an import's length from its wake-ups and interval, not a measured one
     about = "≈" if c.get("duration_source") else ""
-    dur = "?" if r.duration_s is None else f"{about}{r.duration_s:.{1 if r.duration_s < 1 else 0}f} s"
+    dur = "?" if r.duration_s is None else format_seconds(r.duration_s, bool(about))
     interval = "?" if c.get("interval_us") is None else f"{c['interval_us']} µs"
     parts = [
         f"[bold]{shown(r.run_id)}[/bold]" + (f"  “{shown(r.label)}”" if r.label else ""),
@@ -228,7 +250,7 @@ def print_result(r: RunResult, console: Console | None = None) -> None:
     console.print(run_header(r), highlight=False)
     if r.cpus:
         console.print("latency in µs", style="dim")
-        console.print(latency_table(r, console))
+        print_table(console, latency_table(r, console))
     else:
         console.print("nothing was measured", style="dim")
     if others := other_latencies_line(r):

@@ -15,7 +15,7 @@ from ..results.display import known
 from ..results.store import Store
 from .bench import print_bench_compare
 from .common import RESULTS_DIR, settled_store
-from .render import Col, cell, fitted, make_console, shown, us
+from .render import Col, cell, fitted, make_console, print_table, shown, us
 
 app = typer.Typer()  # this module's commands (cli/__init__.py's LazyGroup loads them)
 
@@ -26,7 +26,14 @@ KINDS = ("hist", "timeline", "cdf", "compare")
 def _load(store: Store, refs: list[str]):
     if not refs:
         raise UserError("name at least one run (a run id, a unique prefix, or 'last'); `rtforge runs` lists them")
-    return [store.load(store.resolve(ref)) for ref in refs]
+    ids = [store.resolve(ref) for ref in refs]
+    for i, run_id in enumerate(ids):
+        if run_id in ids[:i]:   # a run beside itself: ratios of 1, curves drawn twice
+            first = refs[ids.index(run_id)]
+            same = (f"'{shown(first)}' and '{shown(refs[i])}' both name" if first != refs[i]
+                    else f"'{shown(first)}' names twice")
+            raise UserError(f"{same} run {run_id}: a run is not compared with itself; name each run once")
+    return [store.load(run_id) for run_id in ids]
 
 
 def _latency_only(loaded, command: str) -> None:
@@ -45,7 +52,8 @@ COMPARE_COLS = [Col("run", key=True, wrap=True, min_width=23), Col("kernel", dro
                 Col("preempt", drop=4),
                 Col("load", drop=2), Col("wake-ups", drop=1, right=True), Col("min", drop=0, right=True),
                 Col("avg", drop=0, right=True), Col("p99", drop=6, right=True), Col("p99.99", drop=5, right=True),
-                Col("max", key=True, right=True), Col("versus first", key=True, wrap=True, min_width=16)]
+                Col("max", key=True, right=True), Col("versus first", key=True, wrap=True, min_width=16),
+                Col("state", drop=7)]
 
 
 @app.command()
@@ -68,12 +76,17 @@ def compare(
     if as_json:
         print(json.dumps(rows, indent=1))
         return
+    states = [r.state + (" (partial)" if r.partial else "") for r in loaded]
     cells = [[cell(v) for v in (r["label"] or r["run_id"], known(r["kernel_release"]), known(r["preempt_model"]),
                                 r["loads_text"], f"{r['count']:,}", us(r["min_ns"]), us(r["avg_ns"]), r["p99_text"],
-                                r["p9999_text"], us(r["max_ns"]), r["versus_first"])] for r in rows]
+                                r["p9999_text"], us(r["max_ns"]), r["versus_first"], state)]
+             for r, state in zip(rows, states)]
+    cols = list(COMPARE_COLS)
+    if any(state != "complete" for state in states):   # a partial run never passes for a whole one
+        cols[-1] = Col("state", key=True, wrap=True, min_width=11)
     console = make_console()
     console.print("latency in µs", style="dim")
-    console.print(fitted(console, COMPARE_COLS, cells, alike_first=True))
+    print_table(console, fitted(console, cols, cells, alike_first=True))
 
 
 PLOT_FORMATS = {".svg": "svg", ".png": "png"}
@@ -97,6 +110,10 @@ def output_format(output: Path, fmt: str | None, known: dict[str, str], what: st
 CYCLE = typer.Option(None, "--cycle-time", "-C", metavar="DURATION",
                      help="your control cycle, e.g. 1ms or 250us: the verdict, and a "
                      "line in the plots")
+# a plot gives no verdict (`rtforge report` does): its help says what the option does there
+PLOT_CYCLE = typer.Option(None, "--cycle-time", "-C", metavar="DURATION",
+                          help="your control cycle, e.g. 1ms or 250us: marked in the plot (a line, or an arrow "
+                          "at the edge when it lies far beyond the data)")
 
 
 @app.command()
@@ -104,15 +121,17 @@ def plot(
     runs: list[str] = typer.Argument(..., help="run(s) to plot: id, unique id prefix, label or 'last'"),
     kind: str = typer.Option("hist", "--kind", "-k", metavar="hist|timeline|cdf|compare",
                              help="hist (OSADL), timeline, cdf (exceedance) or compare"),
-    output: Path | None = typer.Option(None, "--output", "-o", help="file to write; .svg or .png sets the format"),
+    output: Path | None = typer.Option(None, "--output", "-o", help="file to write; .svg or .png sets the format "
+                                       "(default: latency-KIND.svg in this folder)"),
     fmt: str | None = typer.Option(None, "--format", "-f", metavar="svg|png",
                                       help="svg or png (default: from the file name)"),
-    cycle_time: str | None = CYCLE,
+    cycle_time: str | None = PLOT_CYCLE,
     results_dir: Path | None = RESULTS_DIR,
 ) -> None:
     """One plot of stored runs, as SVG or PNG."""
     if kind not in KINDS:
         raise UserError(f"unknown plot kind '{shown(kind)}': choose {', '.join(KINDS)}")
+    named = output is not None
     output = output or Path(f"latency-{kind}.{(fmt or 'svg').lower()}")
     fmt = output_format(output, fmt, PLOT_FORMATS, "plot")
     cycle_ns = parse_cycle_time(cycle_time) if cycle_time else None
@@ -139,8 +158,15 @@ def plot(
             fig = plots.compare_overlay(loaded, cycle_ns)
     except plots.NothingToPlot as e:
         raise UserError(f"nothing to plot: {e}") from None
+    console = make_console()
+    if kind in ("cdf", "compare"):
+        for line in plots.with_histogram(loaded)[1]:   # one line each, as the report's caption says it
+            console.print(shown(line), highlight=False)
     paths.write_output(output, plots.render(fig, fmt))
-    make_console().print(f"wrote {shown(output)}", highlight=False)
+    # without -o the file's name and folder were rtforge's choice: say both, and how to choose
+    console.print(f"wrote {shown(output)}" if named else
+                  f"wrote {shown(output.absolute())} (no -o given: the name of --kind {kind}; -o names the file)",
+                  highlight=False)
 
 
 @app.command()
@@ -157,6 +183,7 @@ def report(
     results_dir: Path | None = RESULTS_DIR,
 ) -> None:
     """A report with the verdict first, then systems, comparison, plots, telemetry and reproducers."""
+    named = output is not None
     output = output or Path(f"report.{(fmt or 'html').lower()}")
     fmt = output_format(output, fmt, REPORT_FORMATS, "report")
     cycle_ns = parse_cycle_time(cycle_time) if cycle_time else None
@@ -172,4 +199,6 @@ def report(
         for r in loaded:
             v = verdict(r, cycle_ns)
             console.print(f"{v.status.upper()}: {shown(r.label or r.run_id)} {shown(v.sentence)}", highlight=False)
-    console.print(f"wrote {shown(output)}", highlight=False)
+    console.print(f"wrote {shown(output)}" if named else
+                  f"wrote {shown(output.absolute())} (no -o given: the default name; -o names the file)",
+                  highlight=False)

@@ -13,6 +13,7 @@ from ..device.state.tunestate import STATE_PATH
 from ..device.tune import engine as tuning
 from ..device.tune.operations import OPERATIONS, operation_names
 from ..errors import UserError
+from ..units import plural
 from .device import HOST_HELP, SSH_CONFIG
 from .doctor import SYSROOT, board_for, host_arg
 from .render import make_console
@@ -113,8 +114,9 @@ def _show(c, r: tuning.ShowResult, host: str | None) -> None:
         c.print("  [dim]a word not in the running kernel takes effect at the next boot (GRUB) or was changed "
                 "since[/dim]", highlight=False)
     if r.rebooted:
-        c.print(f"rtforge tune applied {len(r.state.settings)} runtime setting(s) at {r.state.updated}, but the "
-                f"target has rebooted since: they are gone; rtforge tune {host_arg(host)}--revert clears the record",
+        c.print(f"rtforge tune applied {plural(len(r.state.settings), 'runtime setting')} at {r.state.updated}, "
+                f"but the target has rebooted since: they are gone; rtforge tune {host_arg(host)}--revert clears "
+                "the record",
                 highlight=False)
         return
     if not r.state.settings:
@@ -138,7 +140,7 @@ def _revert(c, r: tuning.RevertResult, host: str | None) -> None:
         c.print("the target has rebooted since rtforge tune: its runtime settings are already gone; "
                 "cleared the record", highlight=False)
     elif r.restored or r.gone:
-        c.print(f"restored {len(r.restored)} setting(s) to their values from before {r.state.created}",
+        c.print(f"restored {plural(len(r.restored), 'setting')} to their values from before {r.state.created}",
                 highlight=False)
     if r.boot:
         c.print(f"kernel command line: {escape(r.boot.message)}", highlight=False)

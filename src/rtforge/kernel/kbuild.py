@@ -24,6 +24,7 @@ from pathlib import Path
 
 from .. import paths
 from ..errors import UserError
+from ..units import plural
 from .boards import GENERIC_CONFIG_TARGETS, Board, defconfig_exists
 from .kconfig import Mismatch, fragment_options, mismatches, parse_option, read_config, write_fragment
 from .rtpatch import RtSupport
@@ -244,7 +245,7 @@ def configure(
     )
     if result.dropped and not allow_dropped:
         raise UserError(
-            f"Kconfig dropped {len(result.dropped)} requested option(s): "
+            f"Kconfig dropped {plural(len(result.dropped), 'requested option')}: "
             + "; ".join(m.sentence() for m in result.dropped)
             + ": enable what they depend on (e.g. with -K), or build anyway with --allow-dropped"
         )

@@ -15,10 +15,12 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
+from markupsafe import Markup
 
 from .. import __version__, paths
 from ..errors import UserError
 from ..results.display import (
+    clean,
     known,
     loads_text,
     md_cell,
@@ -31,14 +33,14 @@ from ..results.display import (
 from ..results.model import RunResult
 from ..results.stats import percentile_text, summarize_cpu, telemetry_summary
 from ..results.timerlat import spike_lines
-from ..units import format_ns
+from ..units import article, format_ns, format_seconds, format_us
 from . import plots
 from .compare import compare_runs
 from .verdict import report_warnings, verdict
 
 
 def _us(ns) -> str:
-    return "–" if ns is None else f"{ns / 1000:.1f}"
+    return format_us(ns)
 
 
 def _range(values, scale, fmt="{:.0f}") -> str:
@@ -59,8 +61,7 @@ def system_row(r: RunResult) -> dict[str, Any]:
         "preempt_model": known(s.get("preempt_model")),
         "board": s.get("board_model") or s.get("cpu_model") or s.get("machine") or "?",
         "loads": loads_text(c).replace(",", ", "),
-        "duration": "?" if r.duration_s is None else
-        f"{'≈' if c.get('duration_source') else ''}{r.duration_s:,.{1 if r.duration_s < 1 else 0}f} s",
+        "duration": "?" if r.duration_s is None else format_seconds(r.duration_s, bool(c.get("duration_source"))),
         "interval": "?" if c.get("interval_us") is None else f"{c['interval_us']} µs",
         "priority": priority_text(c),
         "cpus": ",".join(map(str, c.get("cpus") or [])) or "?",
@@ -94,21 +95,23 @@ def figures(runs: list[RunResult], cycle_ns: int | None = None) -> list[tuple[st
     """(file stem, caption, figure) for every plot of the report; a run that
     kept no histogram gets its caption saying so and no figure."""
     out: list[tuple[str, str, plots.Figure | None]] = []
+    kept, _ = plots.with_histogram(runs)
+    log = plots.long_tail(kept)   # one x scale for every histogram of the report
     for i, r in enumerate(runs, 1):
         name = r.label or r.run_id
         try:
-            out.append((f"hist-{i}", f"Latency histogram (OSADL style): {name}", plots.latency_histogram(r, cycle_ns)))
+            out.append((f"hist-{i}", f"Latency histogram (OSADL style): {name}",
+                        plots.latency_histogram(r, cycle_ns, log)))
         except plots.NothingToPlot as e:
             out.append((f"hist-{i}", f"No latency histogram for {name}: {e}", None))
         tl = plots.timeline(r, cycle_ns)
         if tl is not None:
             out.append((f"timeline-{i}", f"Per-second maximum and what was recorded beside it: {name}", tl))
-    kept = [r for r in runs if any(c.hist.in_range for c in r.cpus)]
     if kept:
         out.append(("exceedance", "Fraction of wake-ups later than x" + (" (per CPU)" if len(kept) == 1 else ""),
                     plots.exceedance(kept, cycle_ns)))
     if len(kept) > 1:
-        out.append(("compare", "Histograms compared, all CPUs of each run", plots.compare_overlay(kept, cycle_ns)))
+        out.append(("compare", "Histograms compared, all CPUs of each run", plots.compare_overlay(kept, cycle_ns, log)))
     return out
 
 
@@ -119,6 +122,7 @@ def context(runs: list[RunResult], cycle_ns: int | None) -> dict[str, Any]:
         "generated": datetime.now(UTC).isoformat(timespec="seconds"),
         "version": __version__,
         "cycle": format_ns(cycle_ns) if cycle_ns else None,
+        "cycle_a": f"{article(format_ns(cycle_ns))} {format_ns(cycle_ns)}" if cycle_ns else None,
         "verdicts": verdicts,
         "warnings": {r.run_id: list(r.warnings) + report_warnings(r) for r in runs},
         "systems": [system_row(r) for r in runs],
@@ -145,8 +149,19 @@ def _env() -> jinja2.Environment:
         undefined=jinja2.StrictUndefined,
     )
     # Markdown: every text from a result through one of these (a '|' or a newline breaks a table)
-    env.filters.update(cell=md_cell, text=md_text, code=md_code)
+    env.filters.update(cell=md_cell, text=md_text, code=md_code, prose=prose_html)
     return env
+
+
+def prose_html(value: object) -> Markup:
+    """A sentence rtforge wrote (a verdict, a warning, a caption) for HTML:
+    escaped, its `command` spans set as code -- the page showed the
+    backticks, Markdown source, in "build one with `rtforge kernel build`"."""
+    parts = clean(value).split("`")
+    if len(parts) % 2 == 0:   # a lone backtick (a label's own): the text as written
+        return Markup.escape(clean(value))
+    return Markup("").join(Markup.escape(p) if i % 2 == 0 else Markup("<code>%s</code>") % p
+                           for i, p in enumerate(parts))
 
 
 def _plots_dir_replaceable(files: Path) -> None:

@@ -7,15 +7,18 @@ Probe histograms have log-linear buckets; they are spread uniformly over
 microseconds) look alike and compare.
 
 The x axis is linear, as OSADL draws it, unless the tail would crush the
-body: when the worst wake-up is more than TAIL_RATIO times the 99.9th
-percentile, the x axis is logarithmic (docs/reports.md states the rule).
-With a cycle time, a vertical line marks it.  The timeline is in
-timeline.py.
+body: when a run's worst kept wake-up is more than TAIL_RATIO times its
+99.9th percentile, the x axis is logarithmic, and the axis label says so.
+The rule is applied once to all the runs of a report (`long_tail`), so its
+histograms share one scale (docs/measuring.md states the rule).  A cycle
+time is a line when it lies near the data, else an arrow at the edge
+(plotting.mark_cycle).  The timeline is in timeline.py.
 """
 
 from __future__ import annotations
 
 import math
+import textwrap
 from fractions import Fraction
 
 import numpy as np
@@ -27,11 +30,15 @@ from ..results.stats import merged_histogram, summarize_all
 from .plotting import (  # noqa: F401
     CYCLE,
     EMULATED_NOTE,
+    SMALL,
     Figure,
     color,
     cycle_label,
     fmt_us,
     inline_svg,
+    legend_above,
+    linear_ticks,
+    mark_cycle,
     number_ticks,
     plain,
     power_ticks,
@@ -95,26 +102,47 @@ def collapse(edges: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndar
     return np.append(edges[:-1][keep], edges[-1]), counts[keep]
 
 
-def _top_us(hists: list[Histogram]) -> float:
+def _highest_us(hists: list[Histogram]) -> float | None:
+    """The end of the highest bucket that holds a sample (µs), None when none does."""
     his = [h.hi_ns[h.count > 0].max() for h in hists if h.in_range]
-    return (max(his) + 1) / 1000.0 * 1.02 + 1 if his else 10.0
+    return (max(his) + 1) / 1000.0 if his else None
+
+
+def _tail_is_long(hist: Histogram) -> bool:
+    kept = Histogram(hist.lo_ns, hist.hi_ns, hist.count)  # the drawn samples, overflow aside
+    if not kept.in_range:
+        return False
+    body_us = max((kept.quantile(Fraction(999, 1000)) or 0) / 1000.0, 1.0)
+    return (_highest_us([kept]) or 0) > TAIL_RATIO * body_us
+
+
+def long_tail(runs: list[RunResult]) -> bool:
+    """The one rule for the OSADL plots' x axis: logarithmic when any run's
+    worst kept wake-up is more than TAIL_RATIO times its own p99.9 (the
+    body would be a sliver at the left of a linear axis), else linear.  A
+    report decides it once for all its runs, so its histograms agree."""
+    return any(_tail_is_long(merged_histogram(r)) for r in runs)
 
 
 class XAxis:
-    """Where the latency axis runs: 0 to top (linear) or left to top (log)."""
+    """Where the latency axis runs: 0 to top (linear) or left to top (log);
+    top leaves a margin past the worst sample, which is never drawn on the frame."""
 
-    def __init__(self, hists: list[Histogram]):
-        self.top = _top_us(hists)
-        self.bin_us = _nice_bin_us(self.top)
+    MARGIN = 0.04   # of the axis' length (of its decades on a log axis)
+
+    def __init__(self, hists: list[Histogram], log: bool):
         merged = hists[0]
         for h in hists[1:]:
             merged = merged.merged(h)
-        kept = Histogram(merged.lo_ns, merged.hi_ns, merged.count)  # the drawn samples, overflow aside
-        body = kept.quantile(Fraction(999, 1000))
-        body_us = max((body or 0) / 1000.0, 1.0)
-        self.log = self.top > TAIL_RATIO * body_us and kept.in_range > 0
+        highest = _highest_us(hists) or 10.0
+        self.log = log and merged.in_range > 0
         lowest = merged.lo_ns[merged.count > 0].min() / 1000.0 if merged.in_range else 1.0
-        self.left = max(lowest * 0.8, self.bin_us / 2, 0.5) if self.log else 0.0
+        self.left = max(lowest * 0.8, 0.5) if self.log else 0.0
+        self.top = highest * (highest / self.left) ** self.MARGIN if self.log else highest * (1 + self.MARGIN) + 1
+        self.bin_us = _nice_bin_us(self.top)
+        if self.log:
+            self.left = max(self.left, self.bin_us / 2)
+        self.data_top = highest
 
     def curve(self, hist: Histogram) -> tuple[np.ndarray, np.ndarray]:
         edges, counts = us_bins(hist, self.bin_us, self.top)
@@ -124,21 +152,17 @@ class XAxis:
             counts = counts[keep]
         return collapse(edges, counts)
 
-    def apply(self, ax) -> None:
+    def apply(self, ax, cycle_ns: int | None) -> None:
         if self.log:
             ax.set_xscale("log")
-            number_ticks(ax.xaxis)
+            number_ticks(ax.xaxis, math.log10(self.top / self.left))
+        else:
+            linear_ticks(ax.xaxis)
         ax.set_xlim(self.left, self.top)
         ax.set_xlabel("latency (µs, log scale: the tail is long)" if self.log else "latency (µs)")
         ax.set_ylabel("samples" if self.bin_us == 1 else f"samples per {self.bin_us} µs")
-
-
-def _cycle_x(ax, cycle_ns: int | None, axis: XAxis | None = None) -> None:
-    if cycle_ns:
-        ax.axvline(cycle_ns / 1000.0, color=CYCLE, linestyle="--", linewidth=1.2, label=cycle_label(cycle_ns),
-                   zorder=4)
-        if axis is not None and cycle_ns / 1000.0 > axis.top:
-            ax.set_xlim(axis.left, cycle_ns / 1000.0 * 1.05)  # the line is drawn, not beyond the edge
+        if cycle_ns:
+            mark_cycle(ax, cycle_ns, self.data_top, log=self.log)
 
 
 def _log_counts(ax) -> None:
@@ -152,6 +176,10 @@ def _log_counts(ax) -> None:
 def _kept(hists: list[Histogram], what: str) -> None:
     if any(h.in_range for h in hists):
         return
+    if what == "none of these runs":
+        raise NothingToPlot("none of these runs kept a histogram (cyclictest ran without -h, or every wake-up fell "
+                            "beyond its range), so there is no curve to draw; `rtforge compare` prints their min, "
+                            "average and max")
     if any(h.kept and h.overflow for h in hists):
         raise NothingToPlot(f"{what} has every wake-up beyond its histogram's range (cyclictest -h too small, or "
                             "-N with a range in ns), so there is no curve to draw; `rtforge show` prints its min, "
@@ -160,34 +188,73 @@ def _kept(hists: list[Histogram], what: str) -> None:
                         "are known, which `rtforge show` prints")
 
 
-def latency_histogram(run: RunResult, cycle_ns: int | None = None) -> Figure:
-    """The OSADL plot of one run: one step curve per CPU, the worst highlighted."""
-    hists = [c.hist for c in run.cpus]
-    _kept(hists, f"run {run.run_id}")
-    axis = XAxis(hists)
-    fig = Figure(figsize=(10, 5.6), layout="constrained")
-    ax = fig.add_subplot()
-    maxes = [c.max_ns if c.max_ns is not None else -1 for c in run.cpus]
-    worst = int(np.argmax(maxes)) if maxes else -1
-    for i, c in enumerate(run.cpus):
-        edges, counts = axis.curve(c.hist)
-        label = f"{cpu_name(run, c.cpu)}: max {fmt_us(c.max_ns)} µs"
-        if c.hist.overflow:
-            label += f" ({c.hist.overflow:,} beyond the histogram)"
-        ax.stairs(counts, edges, label=label + (" — worst" if i == worst else ""),
-                  linewidth=2.2 if i == worst else 1.0, color=color(i, worst), zorder=3 if i == worst else 2)
-    _log_counts(ax)
-    axis.apply(ax)
-    _cycle_x(ax, cycle_ns, axis)
-    ax.grid(True, which="major", alpha=0.3)
-    ax.legend(loc="upper right", fontsize=8)
-    ax.set_title(title(run), fontsize=10)
+def _max_text(max_ns: int | None, hist: Histogram) -> str:
+    """'max 84.0 µs'; a file that kept no maximum (the blog CSV) says so and
+    gives its highest kept sample, a lower bound of it."""
+    if max_ns is not None:
+        return f"max {fmt_us(max_ns)} µs"
+    if not hist.in_range:
+        return "max unknown"
+    # the top of the highest bucket holding a sample, as the verdict names it
+    return f"max unknown, highest kept {fmt_us(int(hist.hi_ns[hist.count > 0].max()))} µs"
+
+
+def _worst_of(cpus) -> int:
+    """The CPU with the worst wake-up: by its max, else by its highest kept sample."""
+    keys = [(c.max_ns if c.max_ns is not None else -1, _highest_us([c.hist]) or -1) for c in cpus]
+    return max(range(len(keys)), key=lambda i: keys[i]) if keys else -1
+
+
+def _command_text(fig, run: RunResult) -> None:
+    """The reproducer under the axis, wrapped to the figure's width at a size that stays legible at 800 px."""
     command, trusted = run_command(run)
     command = plain(command if trusted or not command else f"the file's command line: {command}", 400)
     if command:
-        fig.text(0.01, 0.005, command, fontsize=7, family="monospace", color="#444", va="bottom")
-    fig.set_layout_engine("constrained", h_pad=0.25)
+        width = int(fig.get_figwidth() * 72 / (0.62 * SMALL))   # monospace: about 0.6 em a character
+        # a figure-level label: the layout keeps room for all its lines under the axis' own label
+        fig.supxlabel("\n".join(textwrap.wrap(command, width, break_on_hyphens=False)), x=0.01, ha="left",
+                      fontsize=SMALL, family="monospace", color="#444")
+
+
+def latency_histogram(run: RunResult, cycle_ns: int | None = None, log: bool | None = None) -> Figure:
+    """The OSADL plot of one run: one step curve per CPU, the worst
+    highlighted.  log: the x scale a report chose for all its runs (None:
+    long_tail of this run alone)."""
+    hists = [c.hist for c in run.cpus]
+    _kept(hists, f"run {run.run_id}")
+    axis = XAxis(hists, long_tail([run]) if log is None else log)
+    fig = Figure(figsize=(10, 5.6), layout="constrained")
+    ax = fig.add_subplot()
+    worst = _worst_of(run.cpus)
+    for i, c in enumerate(run.cpus):
+        edges, counts = axis.curve(c.hist)
+        label = f"{cpu_name(run, c.cpu)}: {_max_text(c.max_ns, c.hist)}"
+        if c.hist.overflow:
+            label += f" ({c.hist.overflow:,} beyond the histogram)"
+        ax.stairs(counts, edges, label=label + (" — worst" if i == worst and len(run.cpus) > 1 else ""),
+                  linewidth=2.2 if i == worst else 1.0, color=color(i, worst), zorder=3 if i == worst else 2)
+    _log_counts(ax)
+    axis.apply(ax, cycle_ns)
+    ax.grid(True, which="major", alpha=0.3)
+    legend_above(ax, ncol=2)
+    fig.suptitle(title(run), fontsize=10)  # above the legend, which stands above the axes
+    _command_text(fig, run)
     return fig
+
+
+def with_histogram(runs: list[RunResult]) -> tuple[list[RunResult], list[str]]:
+    """The runs that kept samples in a histogram, and one line naming each
+    of the others: a plot of several runs draws the first and says the rest."""
+    kept, lines = [], []
+    for r in runs:
+        if any(c.hist.in_range for c in r.cpus):
+            kept.append(r)
+        else:
+            try:
+                _kept([c.hist for c in r.cpus], f"{r.label or r.run_id} ({r.run_id})" if r.label else r.run_id)
+            except NothingToPlot as e:
+                lines.append(f"not in the plot: {e}")
+    return kept, lines
 
 
 def cpu_name(run: RunResult, cpu: int) -> str:
@@ -219,54 +286,68 @@ def _exceedance(hist: Histogram, max_ns: int | None = None) -> tuple[np.ndarray,
 
 def exceedance(runs: list[RunResult], cycle_ns: int | None = None) -> Figure:
     """Fraction of wake-ups later than x (log-log): the tail, read directly.
-    One curve per CPU for a single run, one per run (all CPUs) for several."""
+    One curve per CPU for a single run, one per run (all CPUs) for several;
+    a run without a histogram has no curve and no legend entry
+    (with_histogram names it)."""
+    kept, _ = with_histogram(runs)
+    if len(runs) == 1 or not kept:
+        what = "none of these runs" if len(runs) > 1 else f"run {runs[0].run_id}"
+        _kept([c.hist for r in runs for c in r.cpus], what)
     curves = (
-        [(cpu_name(runs[0], c.cpu), c.hist, c.max_ns) for c in runs[0].cpus]
+        [(cpu_name(kept[0], c.cpu), c.hist, c.max_ns) for c in kept[0].cpus if c.hist.in_range]
         if len(runs) == 1
-        else [(plain(r.label or r.run_id), merged_histogram(r), r.max_ns) for r in runs]
+        else [(plain(r.label or r.run_id), merged_histogram(r), r.max_ns) for r in kept]
     )
-    _kept([h for _, h, _ in curves], "none of these runs" if len(runs) > 1 else f"run {runs[0].run_id}")
     fig = Figure(figsize=(10, 5.6), layout="constrained")
     ax = fig.add_subplot()
+    lowest, right = 1.0, 1.0
     for name, hist, max_ns in curves:
         x, y = _exceedance(hist, max_ns)
         keep = (y > 0) & (x > 0)
-        (line,) = ax.step(x[keep], y[keep], where="post", label=f"{name}: max {fmt_us(max_ns)} µs")
+        (line,) = ax.step(x[keep], y[keep], where="post", label=f"{name}: {_max_text(max_ns, hist)}")
+        if keep.any():
+            lowest, right = min(lowest, y[keep].min()), max(right, x[keep].max())
         if hist.overflow and hist.range_max_ns is not None and hist.range_max_ns >= 0:
             ax.plot([(hist.range_max_ns + 1) / 1000.0], [hist.overflow / hist.total], marker="o",
                     color=line.get_color(), label=f"{name}: {hist.overflow:,} beyond the histogram")
+            lowest = min(lowest, hist.overflow / hist.total)
     ax.set_xscale("log")
     ax.set_yscale("log")
-    number_ticks(ax.xaxis)
+    # the rarest level and the worst wake-up half a decade (a tenth of one) inside the frame, never on it
+    ax.set_ylim(lowest / 3, 1.6)
+    ax.set_xlim(right=right * 1.3)
+    left, _ = ax.get_xlim()
+    number_ticks(ax.xaxis, math.log10(right * 1.3 / left))
     power_ticks(ax.yaxis)
-    _cycle_x(ax, cycle_ns)
+    if cycle_ns:
+        mark_cycle(ax, cycle_ns, right, log=True)
     ax.set_xlabel("latency x (µs)")
     ax.set_ylabel("fraction of wake-ups later than x")
     ax.grid(True, which="major", alpha=0.3)
-    ax.legend(fontsize=8)
-    ax.set_title(title(runs[0]) if len(runs) == 1 else "exceedance, all CPUs of each run", fontsize=10)
+    legend_above(ax, ncol=2)
+    fig.suptitle(title(runs[0]) if len(runs) == 1 else "exceedance, all CPUs of each run", fontsize=10)
     return fig
 
 
-def compare_overlay(runs: list[RunResult], cycle_ns: int | None = None) -> Figure:
-    """Several runs on one OSADL-style axis, all CPUs of each run together."""
-    hists = [merged_histogram(r) for r in runs]
-    _kept(hists, "none of these runs")
-    axis = XAxis(hists)
+def compare_overlay(runs: list[RunResult], cycle_ns: int | None = None, log: bool | None = None) -> Figure:
+    """Several runs on one OSADL-style axis, all CPUs of each run together;
+    a run without a histogram is left out (with_histogram names it)."""
+    kept, _ = with_histogram(runs)
+    if not kept:
+        _kept([merged_histogram(r) for r in runs], "none of these runs")
+    hists = [merged_histogram(r) for r in kept]
+    axis = XAxis(hists, long_tail(kept) if log is None else log)
     fig = Figure(figsize=(10, 5.6), layout="constrained")
     ax = fig.add_subplot()
-    for r, h in zip(runs, hists):
-        if not h.in_range:
-            continue  # a run with no histogram has no curve; the comparison table shows its figures
+    for r, h in zip(kept, hists):
         edges, counts = axis.curve(h)
         s = summarize_all(r)
         ax.stairs(counts, edges, linewidth=1.3,
                   label=plain(f"{r.label or r.run_id} ({r.system.get('preempt_model') or '?'}): "
-                              f"max {fmt_us(s.max_ns)} µs"))
+                              f"{_max_text(s.max_ns, h)}"))
     _log_counts(ax)
-    axis.apply(ax)
-    _cycle_x(ax, cycle_ns, axis)
+    axis.apply(ax, cycle_ns)
     ax.grid(True, which="major", alpha=0.3)
-    ax.legend(fontsize=8)
-    ax.set_title("latency histograms compared (all CPUs of each run)", fontsize=10)
+    legend_above(ax, ncol=2)
+    fig.suptitle("latency histograms compared (all CPUs of each run)", fontsize=10)
     return fig

@@ -25,7 +25,7 @@ from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: 
 
 from ..results.display import clean  # noqa: E402
 from ..results.model import RunResult  # noqa: E402
-from ..units import format_ns  # noqa: E402
+from ..units import format_ns, format_us  # noqa: E402
 
 WORST = "#d62728"
 # tab10 without its red, which marks the worst CPU
@@ -34,8 +34,17 @@ CYCLE = "#000000"
 EMULATED_NOTE = "emulated (QEMU): latencies are emulation noise, not the hardware's"
 _SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
 
+# The smallest text a plot holds, in points: a figure 10-11 in wide shown in an
+# 800 px window is drawn at about 0.75 px per point, and 9 pt is then ~9 px.
+SMALL = 9
+# A cycle time up to REACH times the data's top is drawn as a line, the axis
+# stretched to it; beyond that the data keep their range and the cycle time
+# is an arrow with its value at the edge (docs/measuring.md).
+REACH = 1.25
+DENSE = 2.5      # decades: a log axis shorter than this is labelled 1, 2, 5, 10, 20, 50 ...
+
 __all__ = ["Figure", "plain", "color", "power_ticks", "number_ticks", "cycle_label", "render", "inline_svg", "title",
-           "fmt_us"]
+           "fmt_us", "linear_ticks", "legend_above", "mark_cycle", "SMALL", "REACH"]
 
 
 def plain(text: object, limit: int = 300) -> str:
@@ -63,6 +72,47 @@ def _number(value: float, _pos=None) -> str:
     return f"{value:,.0f}" if value >= 1 else f"{value:g}"
 
 
+def _linear(value: float, _pos=None) -> str:
+    """A linear axis' tick: 1,000 like the tables, 2.5 where a step is fractional."""
+    if value == round(value):
+        return f"{round(value):,}"
+    return f"{value:,.3f}".rstrip("0")
+
+
+def linear_ticks(axis) -> None:
+    """A linear axis labelled 0, 500, 1,000 (thousands separated as in every table)."""
+    axis.set_major_formatter(FuncFormatter(_linear))
+
+
+def legend_above(ax, handles=None, ncol: int = 4) -> None:
+    """The legend above the panel, never over its data, nor over the cycle
+    time's line or arrow (nor over a twin axis' labels beside it)."""
+    ax.legend(handles=handles, loc="lower left", bbox_to_anchor=(0, 1.01), borderaxespad=0, fontsize=SMALL,
+              ncol=ncol, frameon=False)
+
+
+def mark_cycle(ax, cycle_ns: int, top: float, *, horizontal: bool = False, log: bool = False) -> None:
+    """The cycle time on an axis of µs whose data end at top.  Within REACH
+    of the data: a dashed line, the axis stretched just past it.  Beyond:
+    the axis keeps the data's range and an arrow with the cycle time's value
+    points off its far edge (a 1 ms line would squeeze an 84 µs run's
+    histogram into the left 8 % of the plot)."""
+    cycle_us = cycle_ns / 1000.0
+    label = cycle_label(cycle_ns)
+    if cycle_us <= top * REACH:
+        line = ax.axhline if horizontal else ax.axvline
+        line(cycle_us, color=CYCLE, linestyle="--", linewidth=1.2, label=label, zorder=4)
+        lo, hi = ax.get_ylim() if horizontal else ax.get_xlim()
+        end = cycle_us * (1.15 if log else 1.04)
+        if end > hi:
+            (ax.set_ylim if horizontal else ax.set_xlim)(lo, end)
+        return
+    arrow = "↑" if horizontal else "→"
+    ax.annotate(f"{label} {arrow}", xy=(0.995, 0.985), xycoords="axes fraction", ha="right", va="top",
+                fontsize=SMALL + 1, color=CYCLE, zorder=6,
+                bbox={"boxstyle": "round,pad=0.25", "facecolor": "white", "edgecolor": CYCLE, "linewidth": 0.8})
+
+
 def power_ticks(axis) -> None:
     """A log axis labelled 1, 10, 10², 10³ ... (counts, fractions)."""
     axis.set_major_locator(LogLocator(base=10, numticks=12))
@@ -70,9 +120,11 @@ def power_ticks(axis) -> None:
     axis.set_minor_formatter(NullFormatter())
 
 
-def number_ticks(axis) -> None:
-    """A log axis of latencies labelled 1, 10, 100, 1,000 (µs)."""
-    axis.set_major_locator(LogLocator(base=10, numticks=12))
+def number_ticks(axis, decades: float | None = None) -> None:
+    """A log axis of latencies labelled 1, 10, 100, 1,000 (µs); over fewer
+    than DENSE decades also 2 and 5 of each, so the data's own stretch is labelled."""
+    subs = (1.0, 2.0, 5.0) if decades is not None and decades < DENSE else (1.0,)
+    axis.set_major_locator(LogLocator(base=10, subs=subs, numticks=12))
     axis.set_major_formatter(FuncFormatter(_number))
     axis.set_minor_formatter(NullFormatter())
 
@@ -94,7 +146,7 @@ def title(run: RunResult) -> str:
 
 
 def fmt_us(ns) -> str:
-    return "?" if ns is None else f"{ns / 1000:.1f}"
+    return format_us(ns, unknown="?")
 
 
 def render(fig: Figure, fmt: str) -> bytes:

@@ -18,7 +18,8 @@ import math
 import numpy as np
 
 from ..results.model import RunResult
-from .plotting import CYCLE, Figure, color, cycle_label, plain, title
+from ..units import format_us
+from .plotting import SMALL, Figure, color, legend_above, linear_ticks, mark_cycle, plain, title
 
 MAX_POINTS = 2_000      # per line in time series: max-pooled beyond that
 FULL_SECOND = 0.9       # a second with fewer wake-ups than this share of the expected ones is cut short
@@ -85,12 +86,6 @@ def _whole_seconds(run: RunResult) -> np.ndarray:
     return whole
 
 
-def _legend(ax, handles=None) -> None:
-    """Above the panel, never over its data (nor over a twin axis' labels beside it)."""
-    ax.legend(handles=handles, loc="lower left", bbox_to_anchor=(0, 1.01), borderaxespad=0, fontsize=7, ncol=4,
-              frameon=False)
-
-
 def _interrupts(ax, run: RunResult, t: np.ndarray, whole: np.ndarray, scale: float, worst: int) -> None:
     """Interrupts per second on each CPU, and the irq/ threads' CPU use on a
     twin axis: the IRQ burst (a USB or network storm, the dwc_otg case) drawn
@@ -102,6 +97,7 @@ def _interrupts(ax, run: RunResult, t: np.ndarray, whole: np.ndarray, scale: flo
         handles += ax.plot(tp / scale, vp, linewidth=1.4 if i == worst else 0.8, color=color(i, worst),
                            label=f"CPU {cpu} interrupts/s")
     ax.set_ylabel("interrupts per second")
+    linear_ticks(ax.yaxis)
     peak = max((np.nanmax(line.get_ydata()) for line in handles if np.isfinite(line.get_ydata()).any()), default=1)
     ax.set_ylim(0, max(peak, 1) * 1.1)  # a steady rate is a line below the top edge, not on it
     ax.grid(True, alpha=0.3)
@@ -113,7 +109,7 @@ def _interrupts(ax, run: RunResult, t: np.ndarray, whole: np.ndarray, scale: flo
                             label="irq/ threads (% of one CPU)")
         axt.set_ylabel("irq/ threads' CPU (%)")
         axt.set_ylim(0, max(1.0, float(np.nanmax(vp)) * 1.1 if np.isfinite(vp).any() else 1.0))  # 0 % stays visible
-    _legend(ax, handles)
+    legend_above(ax, handles)
 
 
 def _telemetry(ax, tel: dict, scale: float) -> None:
@@ -132,7 +128,7 @@ def _telemetry(ax, tel: dict, scale: float) -> None:
                                 label=plain(f"{name} (MHz)"))
         axf.set_ylabel("CPU frequency (MHz)")
     ax.grid(True, alpha=0.3)
-    _legend(ax, handles)
+    legend_above(ax, handles)
 
 
 def _has_telemetry(tel: dict) -> bool:
@@ -162,13 +158,17 @@ def timeline(run: RunResult, cycle_ns: int | None = None) -> Figure | None:
     for i, (cpu, col) in enumerate(zip(series["cpus"], series["max_ns"])):
         tp, vp = pool_max(t[whole], values(col, 1000.0)[whole])
         ax.plot(tp / scale, vp, linewidth=1.6 if i == worst else 0.9, color=color(i, worst),
-                label=f"CPU {cpu}: max {maxes[i] / 1000:.1f} µs" if maxes[i] >= 0 else f"CPU {cpu}")
-    if cycle_ns:
-        ax.axhline(cycle_ns / 1000.0, color=CYCLE, linestyle="--", linewidth=1.2, label=cycle_label(cycle_ns))
+                label=f"CPU {cpu}: max {format_us(maxes[i], unit=True)}" if maxes[i] >= 0 else f"CPU {cpu}")
     ax.set_ylabel("max latency per second (µs)")
-    ax.set_ylim(bottom=0)
+    drawn = [v for v in maxes if v >= 0]
+    top = max(drawn) / 1000.0 if drawn else 1.0
+    # room above the worst second for the cycle time's arrow, which never covers it
+    ax.set_ylim(0, top * 1.2)
+    linear_ticks(ax.yaxis)
+    if cycle_ns:
+        mark_cycle(ax, cycle_ns, top, horizontal=True)
     ax.grid(True, alpha=0.3)
-    _legend(ax)
+    legend_above(ax)
     fig.suptitle(title(run), fontsize=10)
     if irqs:
         _interrupts(panels[1], run, t, whole, scale, worst)
@@ -179,13 +179,13 @@ def timeline(run: RunResult, cycle_ns: int | None = None) -> Figure | None:
         for axis in panels:
             axis.axvspan(a / scale, b / scale, color="#d62728", alpha=0.15, linewidth=0)
     if spans:
-        ax.text(0.01, 0.95, "shaded: firmware throttling", transform=ax.transAxes, fontsize=8, color="#d62728",
+        ax.text(0.01, 0.95, "shaded: firmware throttling", transform=ax.transAxes, fontsize=SMALL, color="#d62728",
                 va="top")
     settle = run.config.get("settle_s") or 0
     if settle > 0:  # the loads started this long before the first wake-up measured (t = 0)
         for axis in panels:
             axis.axvspan(-settle / scale, 0, color="#999999", alpha=0.25, linewidth=0)
         ax.text(-settle / scale, 0.02, f" loads starting ({settle:g} s, not measured)",
-                transform=ax.get_xaxis_transform(), fontsize=7, color="#555555", va="bottom", rotation=90)
+                transform=ax.get_xaxis_transform(), fontsize=SMALL, color="#555555", va="bottom", rotation=90)
     panels[-1].set_xlabel(f"time ({unit})")
     return fig

@@ -30,7 +30,8 @@ from ..results.display import clean, md_cell
 from ..results.monitordb import MonitorDB
 from ..results.trend import KernelSpan, Rule, Verdict, changes, evaluate, gaps, kernel_spans, limits
 from ..results.windows import P9999, Reading, Rollup, Window, merged_histogram, parse_rollup, read_records, read_windows
-from .plotting import PALETTE, WORST, Figure, inline_svg, number_ticks, plain, power_ticks
+from ..units import format_us, plural
+from .plotting import PALETTE, SMALL, WORST, Figure, inline_svg, linear_ticks, number_ticks, plain, power_ticks
 
 
 @dataclass
@@ -89,6 +90,22 @@ def _latency_ticks(axis) -> None:
     axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0), numticks=15))
     axis.set_major_formatter(FuncFormatter(_us_label))
     axis.set_minor_formatter(NullFormatter())
+
+
+def _latency_axis(ax, which: str, values, label: str) -> None:
+    """A latency axis by the plots' one rule: logarithmic (1, 2, 5, 10 ...)
+    only when the values span more than a decade, and then its label says
+    so; within a decade a log axis was labelled "30 35 40" at uneven
+    spacing, which reads as linear -- there it is linear."""
+    vals = [v for v in values if v is not None and v > 0]
+    axis = ax.yaxis if which == "y" else ax.xaxis
+    if vals and max(vals) > 10 * min(vals):
+        (ax.set_yscale if which == "y" else ax.set_xscale)("log")
+        _latency_ticks(axis)
+        label += ", log scale"
+    else:
+        linear_ticks(axis)
+    (ax.set_ylabel if which == "y" else ax.set_xlabel)(f"{label})")
 
 
 def _when(ns: int) -> datetime:
@@ -164,23 +181,29 @@ def _long_term(ax, t: HostTrend, colors: dict[str, str]) -> None:
         x = date2num(_when(when))
         ax.axvline(x, color="black", ls="--", lw=1)
         ax.annotate(plain(f"→ {to}", 60), (x, 1), xycoords=("data", "axes fraction"), xytext=(3, -12),
-                    textcoords="offset points", fontsize=8)
+                    textcoords="offset points", fontsize=SMALL)
     for name, ns in limits(t.verdict, t.rule).items():
         if name == "max":   # the promotion limit of the maxima this plot shows
             ax.axhline(ns / 1000, color=WORST, ls=":", lw=1.2,
                        label=plain(f"promotion limit: max of kernel {t.verdict.reference.label} "  # type: ignore[union-attr]
                                    f"+ {t.rule.margin * 100:g} % = {ns / 1000:,.1f} µs", 120))
-    ax.set_yscale("log")
-    _latency_ticks(ax.yaxis)
+    what = "max per window" if not bucket_s else f"per {'hour' if bucket_s == 3600 else 'day'}: p99.99 to max"
+    # the values drawn in data units (a kernel change's vertical line spans the axes, 0 to 1)
+    drawn = [v for line in ax.get_lines() if line.get_transform().contains_branch_seperately(ax.transData)[1]
+             for v in line.get_ydata() if np.isfinite(v)]
+    _latency_axis(ax, "y", drawn, f"{what} (µs")
     loc = AutoDateLocator()
     ax.xaxis.set_major_locator(loc)
-    ax.xaxis.set_major_formatter(ConciseDateFormatter(loc))
-    what = "max per window" if not bucket_s else f"per {'hour' if bucket_s == 3600 else 'day'}: p99.99 to max"
-    ax.set_ylabel(f"{what} (µs)")
-    ax.set_xlabel("time (UTC); grey: not measured" + ("; circled: alert windows" if not bucket_s else ""))
+    # the year and month in the label, not as an offset text crowding its right end
+    ax.xaxis.set_major_formatter(ConciseDateFormatter(loc, show_offset=False))
+    span = ""
+    if t.windows:
+        first, last = _when(t.windows[0].start_ns), _when(t.windows[-1].end_ns)
+        span = f" {first:%Y-%m-%d}" + (f" to {last:%Y-%m-%d}" if last.date() != first.date() else "")
+    ax.set_xlabel(f"time (UTC{span}); grey: not measured" + ("; circled: alert windows" if not bucket_s else ""))
     ax.grid(True, which="major", alpha=0.3)
     if t.spans:   # below the axes, under their label: never on the data
-        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), borderaxespad=0, fontsize=8, ncol=2)
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), borderaxespad=0, fontsize=SMALL, ncol=2)
 
 
 def _distributions(ax, t: HostTrend, colors: dict[str, str]) -> None:
@@ -197,17 +220,15 @@ def _distributions(ax, t: HostTrend, colors: dict[str, str]) -> None:
         xs = np.concatenate([[h.lo_ns[0] / 1000], x[keep], [x[-1]]])
         ys = np.concatenate([[1.0], later[keep], [later[keep][-1] if keep.any() else 1.0]])
         ax.step(xs, ys, where="post", color=colors[s.label], label=plain(f"{s.label} (N={n:,})"))
-    ax.set_xscale("log")
     ax.set_yscale("log")
-    _latency_ticks(ax.xaxis)
+    _latency_axis(ax, "x", [v for line in ax.get_lines() for v in line.get_xdata()], "latency (µs")
     power_ticks(ax.yaxis)
     ax.axhline(1e-4, color="#999999", lw=0.8, ls=":")
-    ax.set_xlabel("latency (µs)")
     ax.set_ylabel("share of wake-ups later")
     ax.set_title("per kernel: the tail (dotted: p99.99)", fontsize=9)
     ax.grid(True, which="major", alpha=0.3)
     if t.spans:
-        ax.legend(fontsize=7)
+        ax.legend(fontsize=SMALL)
 
 
 def _window_maxima(ax, t: HostTrend, colors: dict[str, str]) -> None:
@@ -218,10 +239,8 @@ def _window_maxima(ax, t: HostTrend, colors: dict[str, str]) -> None:
         for box, s in zip(parts["boxes"], spans):
             box.set_facecolor(colors[s.label])
             box.set_alpha(0.6)
-        ax.set_xticks(range(1, len(spans) + 1), [plain(s.label, 40) for s in spans], fontsize=7, rotation=10)
-    ax.set_yscale("log")
-    _latency_ticks(ax.yaxis)
-    ax.set_ylabel("max per window (µs)")
+        ax.set_xticks(range(1, len(spans) + 1), [plain(s.label, 40) for s in spans], fontsize=SMALL, rotation=10)
+    _latency_axis(ax, "y", [v / 1000 for s in spans for v in s.window_max_ns], "max per window (µs")
     ax.set_title("per kernel: window maxima (whiskers: min and max)", fontsize=9)
 
 
@@ -234,7 +253,8 @@ def trend_figure(trends: list[HostTrend]) -> Figure:
         _long_term(axes["long"], t, colors)
         _distributions(axes["dist"], t, colors)
         _window_maxima(axes["box"], t, colors)
-        head = f"{t.host}: {len(t.windows)} windows, {len(t.spans)} kernel(s), {len(t.gaps)} gap(s)"
+        head = (f"{t.host}: {plural(len(t.windows), 'window')}, {plural(len(t.spans), 'kernel')}, "
+                f"{plural(len(t.gaps), 'gap')}")
         sub.suptitle(plain(head, 120) + "\n" + "\n".join(textwrap.wrap(plain(t.verdict.line, 400), 140)), fontsize=9)
     return fig
 
@@ -246,8 +266,8 @@ COLUMNS = ["kernel", "from", "to", "days", "windows", "p99.99 (µs)", "max (µs)
 def _row(s: KernelSpan) -> list[str]:
     day = "%Y-%m-%d %H:%M"
     return [s.label, _when(s.first_ns).strftime(day), _when(s.last_ns).strftime(day), f"{s.days:.1f}",
-            str(s.windows), "?" if s.p9999_ns is None else f"{s.p9999_ns / 1000:.1f}",
-            "?" if s.max_ns is None else f"{s.max_ns / 1000:.1f}", str(s.alerts), str(s.unclean)]
+            f"{s.windows:,}", format_us(s.p9999_ns, unknown="?"), format_us(s.max_ns, unknown="?"), str(s.alerts),
+            str(s.unclean)]
 
 
 def trend_section(trends: list[HostTrend], fmt: str = "html") -> str:

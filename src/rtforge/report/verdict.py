@@ -27,7 +27,7 @@ from typing import Any
 
 from ..results.model import RunResult
 from ..results.stats import merged_histogram, summarize_all
-from ..units import format_ns, format_ratio, format_span, parse_duration_ns
+from ..units import article, format_ns, format_ratio, format_seconds, format_us, parse_duration_ns, plural
 
 LONG_ENOUGH_S = 3600
 TIGHT_MARGIN = 2.0   # more than half of each cycle lost to wake-up latency
@@ -48,8 +48,8 @@ def report_warnings(run: RunResult) -> list[str]:
         how = (" (its wake-ups times their interval: the file states no duration)"
                if run.config.get("duration_source") == "cycles × interval" else "")
         warn.append(
-            f"the run lasted {_lasted(run.duration_s)}{how}: too short to meet the rare events that set the worst "
-            "case; measure for hours (OSADL runs 100 million cycles, 5.5 h at 200 µs), e.g. --duration 6h"
+            f"the run lasted {format_seconds(run.duration_s)}{how}: too short to meet the rare events that set the "
+            "worst case; measure for hours (OSADL runs 100 million cycles, 5.5 h at 200 µs), e.g. --duration 6h"
         )
     priority, policy = run.config.get("priority"), run.config.get("policy")
     if priority == 0 or policy in ("other", "normal", "batch", "idle"):
@@ -82,13 +82,14 @@ class Verdict:
 def _partial_note(run: RunResult) -> str:
     if not run.partial or run.state == "running":
         return ""
-    took = f" {run.duration_s:,.0f} s" if run.duration_s is not None else ""
+    took = f" {format_seconds(run.duration_s)}" if run.duration_s is not None else ""
     return f" (of the{took} measured before the run ended {run.state})"
 
 
 def verdict(run: RunResult, cycle_ns: int) -> Verdict:
     s = summarize_all(run)
     cyc = format_ns(cycle_ns)
+    a_cyc = f"{article(cyc)} {cyc}"   # an 84 µs cycle, a 1 ms cycle
     worst, n, overruns = s.max_ns, s.count, s.overruns or 0
     warnings = list(run.warnings) + report_warnings(run)
 
@@ -97,10 +98,10 @@ def verdict(run: RunResult, cycle_ns: int) -> Verdict:
                        overruns, bound, warnings, at_most)
 
     if n == 0:
-        return make("unknown", f"cannot be judged for a {cyc} cycle: no wake-ups were measured")
+        return make("unknown", f"cannot be judged for {a_cyc} cycle: no wake-ups were measured")
     if run.config.get("emulated"):
         seen = f" (its worst emulated wake-up was {_us(worst)})" if worst is not None else ""
-        return make("unknown", f"cannot be judged for a {cyc} cycle: it was measured inside QEMU, whose latencies "
+        return make("unknown", f"cannot be judged for {a_cyc} cycle: it was measured inside QEMU, whose latencies "
                                f"are emulation noise{seen}; measure on the board")
     if worst is None:
         return _unknown_max(run, cycle_ns, make)
@@ -116,13 +117,14 @@ def verdict(run: RunResult, cycle_ns: int) -> Verdict:
             parts.append(f"{'' if exact else 'at least '}{above:,} of {n:,} wake-ups came later than the cycle time"
                          + late.why())
         if missed:
-            parts.append(f"{missed:,} periods of {format_ns(interval_ns)} were missed entirely")
-        return make("fail", f"fails a {cyc} cycle: {' and '.join(parts)} (worst {_us(worst)}){note}",
+            parts.append(f"{plural(missed, 'period')} of {format_ns(interval_ns)} "
+                         f"{'was' if missed == 1 else 'were'} missed entirely")
+        return make("fail", f"fails {a_cyc} cycle: {' and '.join(parts)} (worst {_us(worst)}){note}",
                     margin=margin, above=above, exact=exact, at_most=None if exact else late.at_most)
     bound = 1 - 0.05 ** (1 / n)
     status = "tight" if margin < TIGHT_MARGIN else "pass"
     head = "passes, but tightly," if status == "tight" else "passes"
-    sentence = (f"{head} for a {cyc} cycle{note}: the worst of {n:,} wake-ups was {_us(worst)} late, "
+    sentence = (f"{head} for {a_cyc} cycle{note}: the worst of {n:,} wake-ups was {_us(worst)} late, "
                 f"a margin of {_margin(margin)}; at 95 % confidence fewer than 1 in {math.floor(1 / bound):,} wake-ups "
                 f"would be later than {cyc}")  # rounded down: 1 in 13.9 is not fewer than 1 in 14
     if status == "tight":
@@ -188,14 +190,9 @@ def late_count(run: RunResult, cycle_ns: int) -> Late:
     return late
 
 
-def _lasted(seconds: float) -> str:
-    """A run's length as --duration takes it (2s, 45m30s), tenths under a second."""
-    return f"{seconds:.1f}s" if seconds < 1 else format_span(seconds)
-
-
 def _us(ns: int) -> str:
     """Latencies in µs, as every table shows them."""
-    return f"{ns / 1000:,.1f} µs"
+    return format_us(ns, unit=True)
 
 
 def _margin(margin: float) -> str:
@@ -209,13 +206,14 @@ def _unknown_max(run: RunResult, cycle_ns: int, make) -> Verdict:
     hist = merged_histogram(run)
     above, _ = hist.count_above(cycle_ns)
     cyc = format_ns(cycle_ns)
+    a_cyc = f"{article(cyc)} {cyc}"
     highest = int(hist.hi_ns[hist.count > 0].max()) if hist.in_range else None
     shown = f"the highest kept sample is {_us(highest)}" if highest is not None else "no sample was kept"
     if above:
-        return make("fail", f"fails a {cyc} cycle: at least {above:,} of {run_count(run):,} wake-ups came later "
+        return make("fail", f"fails {a_cyc} cycle: at least {above:,} of {run_count(run):,} wake-ups came later "
                             f"than the cycle time ({shown}; the true maximum is unknown){_partial_note(run)}",
                     above=above, exact=False, worst_ns=None)
-    return make("unknown", f"cannot be judged for a {cyc} cycle: the run's maximum is unknown ({shown}), so "
+    return make("unknown", f"cannot be judged for {a_cyc} cycle: the run's maximum is unknown ({shown}), so "
                            "wake-ups later than the cycle time may have been lost; import the original cyclictest "
                            "output with its '#' lines", exact=False, worst_ns=None)
 

@@ -12,6 +12,7 @@ import re
 from email.utils import parsedate_to_datetime
 from pathlib import Path
 
+from ..units import format_us
 from . import cyclictest, probe_output, rawfile, timerlat
 from .checks import run_warnings
 from .hist import Histogram
@@ -154,7 +155,7 @@ def early_worst(result: RunResult) -> str | None:
     settle = result.config.get("settle_s")
     why = (f" (the loads had {settle:g} s to start)" if settle else
            " (no settle time before measuring)" if settle == 0 and result.config.get("loads") else "")
-    return (f"the worst wake-up ({worst / 1000:.1f} µs) came {worst_t} s into the run{why}, "
+    return (f"the worst wake-up ({format_us(worst, unit=True)}) came {worst_t} s into the run{why}, "
             f"{worst / max(rest, 1):.1f}× the worst of the rest: it may be start-up, not the system; "
             "look at the timeline, and give loads longer to start with --settle-s")
 

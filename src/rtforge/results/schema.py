@@ -133,7 +133,7 @@ HIST = {
     "buckets": _buckets,
     "overflow": opt(COUNT), "range_max_ns": opt(INT),   # overflow None: unknown (format 5: a CSV import)
 }
-SOURCE = {"file": opt(STR), "sha256": opt(STR), "format": opt(STR)}
+SOURCE = {"file": opt(STR), "sha256": opt(STR), "format": opt(STR), "start_time_from": opt(STR)}
 OWNER = {"pid": COUNT, "start_ticks": opt(INT), "boot_id": opt(STR)}
 SERIES = {"t_s": list_of(NUM), "cpus": list_of(INT), "count": list_of(list_of(opt(NUM))),
           "max_ns": list_of(list_of(opt(NUM))), "overruns": list_of(list_of(opt(NUM))),

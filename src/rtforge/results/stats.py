@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from ..units import format_us
 from .hist import PERCENTILES, Histogram
 from .model import CpuResult, RunResult
 from .timerlat import spike_lines
@@ -52,7 +53,7 @@ def _summary(cpu, count, min_ns, max_ns, sum_ns, overruns, hist: Histogram, spik
     )
 
 
-def percentile_text(s: CpuSummary, value_ns: int | None, fmt=lambda ns: f"{ns / 1000:.1f}") -> str:
+def percentile_text(s: CpuSummary, value_ns: int | None, fmt=format_us) -> str:
     """A percentile for people: its value ('≥' before it when it is a lower
     bound), '–' without samples, 'unknown' without a histogram, '> range'
     when it lies among overflowed samples."""

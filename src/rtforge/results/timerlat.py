@@ -32,6 +32,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from ..units import format_us
 from . import rawfile
 
 MAX_TRACE_FILES = 1000
@@ -161,7 +162,7 @@ def culprit(s: dict[str, Any]) -> str:
 
 
 def _us(v: float | None) -> str:
-    return "?" if v is None else f"{v:.1f} µs"
+    return format_us(None if v is None else v * 1000, unit=True, unknown="?")
 
 
 def read_run(raw: Path) -> dict[str, Any] | None:

@@ -28,7 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from fractions import Fraction
 
-from ..units import format_span
+from ..units import format_span, format_us
 from .hist import Histogram
 from .windows import P9999, Rollup, Window, merged_histogram
 
@@ -148,7 +148,7 @@ def gaps(events: list[dict]) -> list[dict]:
 
 
 def _us(ns: int | None) -> str:
-    return "?" if ns is None else f"{ns / 1000:.1f} µs"
+    return format_us(ns, unit=True, unknown="?")
 
 
 def evaluate(spans: list[KernelSpan], rule: Rule) -> Verdict:

@@ -96,3 +96,20 @@ def test_import_options_are_checked(tmp_path, capsys, argv, says):
     code, _, err = run(capsys, "import", str(GOLDEN / "summary.txt"), *argv, "--results-dir", str(tmp_path / "r"))
     assert code == 2 and says in err and len(err.strip().splitlines()) == 1
     assert left_in(tmp_path / "r" / "runs") == []
+
+
+@pytest.mark.parametrize("label", ["last", "2026", "20260101-120000", "20260101-120000-pi-1a2b"])
+def test_a_label_that_could_never_name_its_run_is_refused(capsys, tmp_path, label):
+    """'last' always means the run stored last, and an id or its start is read as an id
+    (Store.resolve): such a label was accepted and then never found its run."""
+    code, _, err = run(capsys, "import", str(GOLDEN / "hist.txt"), "--label", label,
+                       "--results-dir", str(tmp_path / "results"))
+    assert code == 2 and "could never name its run" in err, err
+    assert left_in(tmp_path / "results" / "runs") == []
+
+
+@pytest.mark.parametrize("label", ["2026 stock", "6.12-rt", "1", "Pi 4 last run"])
+def test_a_label_with_a_word_or_no_date_is_taken(capsys, tmp_path, label):
+    from rtforge.cli.common import check_label
+
+    assert check_label(label) == label

@@ -26,13 +26,15 @@ from rtforge.measure.spec import (
 @pytest.mark.parametrize("text, seconds", [
     ("90s", 90), ("10m", 600), ("2h", 7200), ("1h30m", 5400), ("1.5h", 5400),
     ("1d", 86400), (" 5M ", 300), ("1h0m1s", 3601),
+    # as rtforge prints a length ("10 s"), so it is typed back
+    ("5 s", 5), ("5 m", 300), ("10 min", 600), ("1 h 30 min", 5400), ("1h 30m", 5400),
 ])
 def test_durations(text, seconds):
     assert parse_duration(text) == seconds
 
 
-@pytest.mark.parametrize("text", ["90", "", "abc", "10x", "-5", "5 m", "m", "1h-2m", "0", "0.4s", "101d", "２s", "1e3",
-                                  "1_0", "9" * 400, "nan", "inf"])
+@pytest.mark.parametrize("text", ["90", "", "abc", "10x", "-5", "5 sec", "5  s", "m", "1h-2m", "0", "0.4s", "101d",
+                                  "２s", "1e3", "1_0", "9" * 400, "nan", "inf"])
 def test_bad_durations(text):
     with pytest.raises(UserError):
         parse_duration(text)

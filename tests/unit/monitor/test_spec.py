@@ -82,6 +82,6 @@ def test_a_window_fits_80_columns_whatever_it_holds():
     w["cpus"][127]["overruns"] = 99_999
     w["tel"]["temp_max_mc"] = [85_000]
     line = window_line(parse_window(w))
-    assert len(line) <= 80 and "123456.8 µs (CPU 0)" in line and "ALERT partial" in line, line
+    assert len(line) <= 80 and "123,456.8 µs (CPU 0)" in line and "ALERT partial" in line, line
     calm = window_line(parse_window(window(1, 1_800_000_300, [5000, 42_000])))
     assert calm.endswith("max     42.0 µs (CPU 0)  51 °C"), calm

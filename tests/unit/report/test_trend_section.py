@@ -48,5 +48,28 @@ def test_the_plot_is_drawn_with_its_text_literal(tmp_path):
     svg = render(trend_figure([t]), "svg").decode()
     assert "$x$" in svg.replace("\\$", "$")  # the $...$ pair stays text, not TeX
     assert "max per window (µs)" in svg and "share of wake-ups later" in svg
+    assert "pi: 60 windows, 2 kernels, 1 gap" in svg     # not "2 kernel(s), 1 gap(s)"
     png = render(trend_figure([t]), "png")
     assert png[:4] == b"\x89PNG"
+
+
+def test_latency_axes_are_log_only_over_a_decade_and_the_date_sits_in_the_label(tmp_path):
+    """Maxima of 40-44 µs on a log axis were ticked "40 42 44" at uneven steps, which
+    reads as linear, and the date offset crowded the time axis' label."""
+    board(tmp_path / "pi")
+    t = load_trend(tmp_path / "pi", "pi", Rule())
+    fig = trend_figure([t])
+    svg = render(fig, "svg").decode()
+    panel = {ax.get_label(): ax for ax in fig.axes}      # the mosaic's names: long, dist, box
+    long_term = panel["long"]
+    assert long_term.get_ylabel() == "max per window (µs)"
+    assert {long_term.get_yscale(), panel["dist"].get_xscale(), panel["box"].get_yscale()} == {"linear"}
+    assert "time (UTC 2027-01-15 to 2027-01-18)" in long_term.get_xlabel()
+    assert "2027-Jan" not in svg                          # no offset text beside the label
+    # a spike of 10 ms among 40 µs windows spans decades: log, and the label says it
+    spiky = tmp_path / "spiky"
+    write_windows(spiky, [window(i, 1_800_000_000 + 3600 * i, [5000, 40_000 if i != 7 else 10_000_000],
+                                 window_s=3600) for i in range(30)])
+    fig = trend_figure([load_trend(spiky, "pi", Rule())])
+    long_term = next(ax for ax in fig.axes if ax.get_label() == "long")
+    assert long_term.get_yscale() == "log" and long_term.get_ylabel() == "max per window (µs, log scale)"

@@ -92,7 +92,8 @@ def test_histogram_text_matches_its_summary_lines(name, store):
             assert c.max_ns > c.hist.range_max_ns
     assert r.engine == "import" and r.state == "complete" and r.config["resolution_ns"] == unit
     assert r.source == {"file": name, "sha256": hashlib.sha256((GOLDEN / name).read_bytes()).hexdigest(),
-                        "format": "cyclictest-histofall" if name == "histofall.txt" else "cyclictest-histogram"}
+                        "format": "cyclictest-histofall" if name == "histofall.txt" else "cyclictest-histogram",
+                        "start_time_from": "mtime"}   # the file states none: its mtime is taken, and said
     assert (store.run_dir(r.run_id) / "raw" / name).read_bytes() == (GOLDEN / name).read_bytes()
     assert store.load(r.run_id).to_dict() == r.to_dict()
 

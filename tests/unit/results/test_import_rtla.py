@@ -188,7 +188,7 @@ def test_an_rtla_run_is_judged_on_its_thread_latency(tmp_path):
     thr = int(columns(text)["Thr-000"]["summary"]["max"])
     r = import_file(FIXTURES / "hist.txt", Store(tmp_path))
     assert verdict(r, (thr - 1) * 1000).status == "fail" and verdict(r, thr * 2000).status == "pass"
-    assert r.duration_s == 10 and any("the run lasted 10s" in w for w in verdict(r, thr * 2000).warnings)
+    assert r.duration_s == 10 and any("the run lasted 10 s" in w for w in verdict(r, thr * 2000).warnings)
 
 
 @pytest.mark.parametrize("name", ["hist-user.txt", "top-u-q.txt"])

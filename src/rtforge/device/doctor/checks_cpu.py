@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from dataclasses import asdict, dataclass
 
+from ...units import format_us
 from ..state.procparse import parse_interrupts, parse_throttled, throttled_now, throttled_since_boot
 from ..state.snapshot import Snapshot
 from .findings import Context, Evidence, Finding, threshold
@@ -66,7 +67,7 @@ def _comm(snap: Snapshot, pid: int) -> str:
 def idle_states(ctx: Context) -> list[Finding]:
     limit = threshold("deep_idle_latency_us")
     deep: dict[str, int] = {}
-    ev = []
+    ev: list[tuple[int, Evidence]] = []
     for path in ctx.snap.glob("/sys/devices/system/cpu/cpu*/cpuidle/state*/latency"):
         base = path.rsplit("/", 1)[0]
         latency = ctx.snap.number(path)
@@ -74,7 +75,8 @@ def idle_states(ctx: Context) -> list[Finding]:
             continue
         name = ctx.snap.value(base + "/name") or base.rsplit("/", 1)[1]
         if name not in deep:
-            ev.append(Evidence(base, f"{name}: latency {latency} us, disable {ctx.snap.value(base + '/disable')}"))
+            ev.append((latency, Evidence(base, f"{name}: latency {us_text(latency)}, disable "
+                                                 f"{ctx.snap.value(base + '/disable')}")))
         deep[name] = max(deep.get(name, 0), latency)
     if not deep:
         return []
@@ -85,20 +87,28 @@ def idle_states(ctx: Context) -> list[Finding]:
         # the idle governor only picks states whose exit latency is within the
         # PM QoS limit: the deeper ones are out of reach while it is held
         deep = {n: lat for n, lat in deep.items() if lat <= value}
-        ev = [e for e in ev if int(e.value.split("latency ")[1].split()[0]) <= value]
+        ev = [(lat, e) for lat, e in ev if lat <= value]
         if not deep:
             return []
     if value is None:
         holder = "who holds /dev/cpu_dma_latency is unknown (reading it needs root)"
     elif holders:
         who = ", ".join(f"pid {p} ({_comm(ctx.snap, p)})" for p in holders)
-        holder = f"/dev/cpu_dma_latency is held at {value} us by {who}, which leaves them usable"
+        holder = f"/dev/cpu_dma_latency is held at {us_text(value)} by {who}, which leaves them usable"
     else:
         holder = "nothing holds /dev/cpu_dma_latency"
-    ev.append(Evidence("/dev/cpu_dma_latency", "unknown (needs root)" if value is None else
-                       f"{value} us" + (f", open in pid {', '.join(map(str, holders))}" if holders else ", not open")))
-    return [ctx.finding("deep-idle", ev, max_latency_us=max(deep.values()),
-                        states=", ".join(f"{n} {lat} us" for n, lat in deep.items()), holder=holder, limit_us=limit)]
+    evidence = [e for _, e in ev]
+    evidence.append(Evidence("/dev/cpu_dma_latency", "unknown (needs root)" if value is None else
+                             us_text(value) + (f", open in pid {', '.join(map(str, holders))}" if holders
+                                               else ", not open")))
+    return [ctx.finding("deep-idle", evidence, max_latency=us_text(max(deep.values())),
+                        states=", ".join(f"{n} {us_text(lat)}" for n, lat in deep.items()), holder=holder,
+                        limit_us=limit)]
+
+
+def us_text(us: int) -> str:
+    """A latency the kernel states in whole µs, written as every rtforge table writes one: '1,042 µs'."""
+    return format_us(us * 1000, unit=True, decimals=0)
 
 
 @dataclass

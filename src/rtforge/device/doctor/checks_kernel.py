@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 
+from ...units import plural
 from ..state.procparse import parse_interrupts, target_cpulist
 from .findings import Context, Evidence, Finding, cpus_text, threshold
 
@@ -117,7 +118,7 @@ def irqs_on_isolated(ctx: Context) -> list[Finding]:
         ctx.finding(
             "irq-on-isolated",
             ev,
-            count=len(names),
+            interrupts=plural(len(names), "interrupt"),
             cpus=cpus_text(isolated),
             irqs=shown or "new interrupts (default_smp_affinity)",
             housekeeping=cpus_text(housekeeping) or "0",

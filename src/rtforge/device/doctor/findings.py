@@ -23,6 +23,14 @@ from ..state.tunestate import TuneState, parse_state
 
 SEVERITIES = ("blocks-rt", "costs-latency", "note")
 SEVERITY_WORDS = {"blocks-rt": "blocks RT", "costs-latency": "costs latency", "note": "note"}
+# a count of findings: one blocks RT, two block RT; one note, two notes
+_COUNTED = {"blocks-rt": ("blocks RT", "block RT"), "costs-latency": ("costs latency", "cost latency"),
+            "note": ("note", "notes")}
+
+
+def severity_counts(counts: dict[str, int], sep: str = " · ") -> str:
+    """'0 block RT · 1 costs latency · 3 notes': the findings counted by severity."""
+    return sep.join(f"{counts.get(s, 0):,} {_COUNTED[s][counts.get(s, 0) != 1]}" for s in SEVERITIES)
 
 
 @lru_cache(maxsize=1)

@@ -37,7 +37,7 @@ from pathlib import Path
 
 from ... import paths
 from ...errors import UserError
-from ..checks import run_warnings
+from ..checks import overflow_text, run_warnings
 from ..model import MAX_LABEL, RunResult
 from ..store import Store
 from .common import Parsed
@@ -76,13 +76,15 @@ def parse(path: Path | str, data: bytes) -> Parsed:
     return parse_source(Source.from_bytes(str(path), data))
 
 
-def _start(parsed: Parsed, mtime: float) -> datetime:
+def _start(parsed: Parsed, mtime: float) -> tuple[datetime, str | None]:
+    """When the run started, and where that came from when the file does
+    not say it (the run's id holds it too, so the import says so)."""
     if parsed.start_time:
-        return datetime.fromisoformat(parsed.start_time)
+        return datetime.fromisoformat(parsed.start_time), None
     try:
-        return datetime.fromtimestamp(mtime, UTC).replace(microsecond=0)
+        return datetime.fromtimestamp(mtime, UTC).replace(microsecond=0), "mtime"
     except (OSError, OverflowError, ValueError):
-        return datetime.now(UTC).replace(microsecond=0)
+        return datetime.now(UTC).replace(microsecond=0), "import"
 
 
 def _raw_name(path: Path) -> str:
@@ -164,7 +166,7 @@ def import_file(path: Path | str, store: Store, label: str | None = None, stated
 
 def _result(path: Path, store: Store, label: str | None, sha256: str, parsed: Parsed, mtime: float,
             stated: Stated) -> RunResult:
-    start = _start(parsed, mtime)
+    start, guessed = _start(parsed, mtime)
     host = parsed.host or "unknown"
     result = RunResult(
         run_id=store.new_run_id(path.stem[:24] or host, start), engine="import", state="complete", host=host,
@@ -172,7 +174,8 @@ def _result(path: Path, store: Store, label: str | None, sha256: str, parsed: Pa
         requested=parsed.requested, config=parsed.config, system=parsed.system,
         cpus=parsed.cpus, top_spikes=parsed.top_spikes, trace=parsed.trace,
         source={"file": _raw_name(path), "sha256": sha256, "format": parsed.format,
-                **({"command_line": parsed.command_line} if parsed.command_line else {}), **parsed.source_extra},
+                **({"command_line": parsed.command_line} if parsed.command_line else {}),
+                **({"start_time_from": guessed} if guessed else {}), **parsed.source_extra},
     )
     stated.apply(result, path)
     if result.duration_s is None and (length := _length_from_cycles(result)) is not None:
@@ -203,5 +206,5 @@ def _generic_warnings(result: RunResult) -> list[str]:
     if result.config.get("resolution_ns") == 1 or str((result.source or {}).get("format")).startswith("rtla"):
         # rtla's own warning says what its -E and -b would change, the generic one would say -h
         overflow = sum(c.hist.overflow for c in result.cpus)
-        warnings = [w for w in warnings if not w.startswith(f"{overflow} samples fell beyond")]
+        warnings = [w for w in warnings if not w.startswith(overflow_text(overflow))]
     return warnings
