@@ -2,10 +2,13 @@
 
 The GRUB guest's disk image (guestimage.py) and the arm64 Debian root
 (armchroot.py) take minutes each to make and hold nothing of rtforge:
-each is keyed by its recipe, so a changed recipe makes it again.  They
-live in the checkout's .cache/ unless RTFORGE_FIXTURE_CACHE names a folder: .ci/cleanroot keeps them there
-between clean runs, as it keeps downloaded packages and ccache (they are
-no installed state of the root under test, nor a build of the product).
+each is keyed by its recipe, so a changed recipe makes it again.  The
+test kernels' build trees (testkernels.py) are keyed by everything that
+decides their bytes, rtforge's build code among it.  They live in the
+checkout's .cache/ unless RTFORGE_FIXTURE_CACHE names a folder:
+.ci/cleanroot keeps them there between clean runs, as it keeps
+downloaded packages and ccache (none is installed state of the root
+under test).
 """
 
 from __future__ import annotations
