@@ -154,3 +154,28 @@ def test_a_run_is_not_compared_with_itself(tmp_path, capsys):
         assert main([*argv, "--results-dir", str(store.root)]) == 2, argv
         err = capsys.readouterr().err
         assert f"run {r.run_id}: a run is not compared with itself" in err and len(err.strip().splitlines()) <= 2
+
+
+def _legend_colours(ax) -> dict[str, str]:
+    """Each legend entry's name (before its ':') and the colour it is drawn in."""
+    from matplotlib.colors import to_hex
+    from matplotlib.lines import Line2D
+
+    legend = ax.get_legend()   # a step line's handle is a Line2D, a histogram's (stairs) a patch
+    return {t.get_text().split(":")[0]: to_hex(h.get_color() if isinstance(h, Line2D) else h.get_edgecolor())
+            for t, h in zip(legend.get_texts(), legend.legend_handles)}
+
+
+def test_a_cpu_has_one_colour_in_both_plots_of_a_run_and_a_run_in_both_comparisons():
+    """The histogram drew the worst CPU red and the exceedance plot beside it
+    took matplotlib's cycle: thread 1 red in one, orange in the other, and
+    thread 3 red in the second."""
+    r = run([us_cpu(i, {5: 1000, 20 + i: 1}) for i in range(3)] + [us_cpu(3, {5: 1000, 9: 1})], label="rt")
+    hist = _legend_colours(plots.latency_histogram(r).axes[0])
+    tail = _legend_colours(plots.exceedance([r]).axes[0])
+    assert hist == tail and len(set(hist.values())) == 4, (hist, tail)
+    assert hist["CPU 2"] == "#d62728"                     # the worst one, highlighted in both
+    runs = [run([us_cpu(0, {5 + k: 1000, 30: 1})], label=f"run {k}") for k in range(4)]
+    over = _legend_colours(plots.compare_overlay(runs).axes[0])
+    tail = _legend_colours(plots.exceedance(runs).axes[0])
+    assert {k.split(" (")[0]: v for k, v in over.items()} == tail and len(set(tail.values())) == 4, (over, tail)

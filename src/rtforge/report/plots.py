@@ -293,18 +293,24 @@ def exceedance(runs: list[RunResult], cycle_ns: int | None = None) -> Figure:
     if len(runs) == 1 or not kept:
         what = "none of these runs" if len(runs) > 1 else f"run {runs[0].run_id}"
         _kept([c.hist for r in runs for c in r.cpus], what)
-    curves = (
-        [(cpu_name(kept[0], c.cpu), c.hist, c.max_ns) for c in kept[0].cpus if c.hist.in_range]
-        if len(runs) == 1
-        else [(plain(r.label or r.run_id), merged_histogram(r), r.max_ns) for r in kept]
-    )
+    # a CPU keeps the colour the histogram gives it (the worst one highlighted the same way), so
+    # the two plots of a run are read together; several runs take the palette in their order
+    if len(runs) == 1:
+        run, worst = kept[0], _worst_of(kept[0].cpus)
+        curves = [(cpu_name(run, c.cpu), c.hist, c.max_ns, color(i, worst), 2.2 if i == worst else 1.2,
+                   " — worst" if i == worst and len(run.cpus) > 1 else "")
+                  for i, c in enumerate(run.cpus) if c.hist.in_range]
+    else:
+        curves = [(plain(r.label or r.run_id), merged_histogram(r), r.max_ns, color(i, -1), 1.2, "")
+                  for i, r in enumerate(kept)]
     fig = Figure(figsize=(10, 5.6), layout="constrained")
     ax = fig.add_subplot()
     lowest, right = 1.0, 1.0
-    for name, hist, max_ns in curves:
+    for name, hist, max_ns, colour, width, note in curves:
         x, y = _exceedance(hist, max_ns)
         keep = (y > 0) & (x > 0)
-        (line,) = ax.step(x[keep], y[keep], where="post", label=f"{name}: {_max_text(max_ns, hist)}")
+        (line,) = ax.step(x[keep], y[keep], where="post", label=f"{name}: {_max_text(max_ns, hist)}{note}",
+                          color=colour, linewidth=width)
         if keep.any():
             lowest, right = min(lowest, y[keep].min()), max(right, x[keep].max())
         if hist.overflow and hist.range_max_ns is not None and hist.range_max_ns >= 0:
@@ -339,10 +345,10 @@ def compare_overlay(runs: list[RunResult], cycle_ns: int | None = None, log: boo
     axis = XAxis(hists, long_tail(kept) if log is None else log)
     fig = Figure(figsize=(10, 5.6), layout="constrained")
     ax = fig.add_subplot()
-    for r, h in zip(kept, hists):
+    for i, (r, h) in enumerate(zip(kept, hists)):
         edges, counts = axis.curve(h)
         s = summarize_all(r)
-        ax.stairs(counts, edges, linewidth=1.3,
+        ax.stairs(counts, edges, linewidth=1.3, color=color(i, -1),   # as in the exceedance plot beside it
                   label=plain(f"{r.label or r.run_id} ({r.system.get('preempt_model') or '?'}): "
                               f"{_max_text(s.max_ns, h)}"))
     _log_counts(ax)
