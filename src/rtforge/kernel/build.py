@@ -262,10 +262,12 @@ def tools_before(board: Board, spec: BuildSpec, source: str | None = None) -> li
     fetching the source, Kbuild's host tools (Documentation/process/changes.rst),
     the board's cross compiler, and the packaging tools when .debs are wanted
     (the tree's own scripts/package/mkdebian lists them as Build-Depends)."""
-    kind = (source or spec.source or board.default_source).partition(":")[0]
+    # the spec built from: --match's plan, else --source, else the board's (a board file may name a tarball too)
+    chosen = source or spec.source or board.default_source
+    kind = chosen.partition(":")[0]
     need = {"debian": ["apt-get", "dpkg-query", "xz"], "rpi": ["git"], "git": ["git"]}.get(kind, [])
     if kind == "tar":
-        need += [{".xz": "xz", ".zst": "zstd"}.get(Path(spec.source).suffix, "tar")]
+        need += [{".xz": "xz", ".zst": "zstd"}.get(Path(chosen).suffix, "tar")]
     if spec.rt_patch:
         need += ["patch", "xz"]
     need += ["make", "gcc", "bc", "bison", "flex", "perl", f"{board.cross_compile}gcc"]
