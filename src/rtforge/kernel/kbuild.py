@@ -101,6 +101,7 @@ def run_make(argv: list[str], log: Path, progress: Callable[[int], None] | None 
         proc = subprocess.Popen(
             argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env={**kbuild_env(), **(env or {})}
         )
+        assert proc.stdout is not None, "stdout=PIPE gives the pipe"
         for line in proc.stdout:
             f.write(line)
             if _OBJECT.match(line.rstrip()):
