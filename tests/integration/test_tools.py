@@ -4,6 +4,7 @@ must refuse before it starts, naming the Debian package."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import shutil
@@ -89,6 +90,14 @@ def test_debs_need_the_packaging_tools_and_a_plain_build_does_not():
     assert not {"dpkg-buildpackage", "dh_listpackages"} & set(without)
     assert "aarch64-linux-gnu-gcc" in without and "apt-get" in without
     assert "arm-linux-gnueabihf-gcc" in tools_before(get_board("pi1"), BuildSpec(board="pi1", source="tar:x.tar.xz"))
+
+
+def test_a_tarball_source_needs_its_decompressor_wherever_it_is_named():
+    board = get_board("pi1")
+    assert "zstd" in tools_before(board, BuildSpec(board="pi1", source="tar:linux-6.12.tar.zst"))
+    # a board file's default source, with no --source given, is read the same way
+    tar_board = dataclasses.replace(board, default_source="tar:linux-6.12.tar.zst")
+    assert "zstd" in tools_before(tar_board, BuildSpec(board="pi1"))
 
 
 def test_config_dependent_tools():

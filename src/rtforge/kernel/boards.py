@@ -317,36 +317,12 @@ def _flavour_table(where: str, key: str, table: dict, value_type: type) -> dict:
 def parse_board(name: str, text: str) -> Board:
     """One board file's text -> Board; BoardFileError on anything malformed."""
     where = f"board file {name}.toml"
-    try:
-        doc = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        raise BoardFileError(f"{where}: {e}") from None
-    _check_keys(where, doc, _TOP_KEYS)
-    for i, entry in enumerate(doc["emulated"]):
-        if not isinstance(entry, dict):
-            raise BoardFileError(f"{where}: [[emulated]] entries are tables")
-        _check_keys(f"{where} [[emulated]] #{i + 1}", entry, _EMULATED_KEYS, _EMULATED_OPTIONAL)
+    doc = _board_document(where, text)
     if not _NAME_RE.match(name):
         raise BoardFileError(f"{where}: board names are lower-case letters, digits, '-' and '_'")
     arch = doc["arch"]
-    if arch not in _SRCARCH:
-        raise BoardFileError(f"{where}: unknown arch '{arch}'")
-    if doc["image_target"] not in _IMAGE_TARGETS[_SRCARCH[arch]]:
-        raise BoardFileError(f"{where}: image_target '{doc['image_target']}' is not an image of arch {arch}")
-    if not doc["image_name"] or doc["image_name"] == doc["stock_image_name"] or "/" in doc["image_name"]:
-        raise BoardFileError(f"{where}: image_name must be a plain file name different from stock_image_name")
-    if doc["cross_compile"] and not doc["cross_compile"].endswith("-"):
-        raise BoardFileError(f"{where}: cross_compile is a prefix ending in '-'")
-    if not doc["defconfig"]:
-        raise BoardFileError(f"{where}: [defconfig] needs at least one flavour")
-    for key in ("aliases", "uname_m", "pis", "user_cpus"):
-        if not all(isinstance(v, str) and v for v in doc[key]):
-            raise BoardFileError(f"{where}: '{key}' must be a list of non-empty strings")
-    if not doc["uname_m"]:
-        raise BoardFileError(f"{where}: uname_m must name at least one machine")
-    unknown = sorted(set(doc["pis"]) - set(pi_models()))
-    if unknown:
-        raise BoardFileError(f"{where}: pis names models pi_models.toml does not have: {unknown}")
+    _check_build_keys(where, doc)
+    _check_identity_keys(where, doc)
     emulated = tuple(_emulated(where, arch, e) for e in doc["emulated"])
     return Board(
         name=name, description=doc["description"], aliases=tuple(doc["aliases"]), arch=arch,
@@ -361,6 +337,54 @@ def parse_board(name: str, text: str) -> Board:
         overlays=_flavour_table(where, "overlays", doc["overlays"], list),
         emulated=emulated,
     )
+
+
+def _board_document(where: str, text: str) -> dict:
+    """The board file as TOML with exactly the keys of a board, each of its
+    type, and each [[emulated]] entry likewise."""
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise BoardFileError(f"{where}: {e}") from None
+    _check_keys(where, doc, _TOP_KEYS)
+    for i, entry in enumerate(doc["emulated"]):
+        if not isinstance(entry, dict):
+            raise BoardFileError(f"{where}: [[emulated]] entries are tables")
+        _check_keys(f"{where} [[emulated]] #{i + 1}", entry, _EMULATED_KEYS, _EMULATED_OPTIONAL)
+    return doc
+
+
+def _check_build_keys(where: str, doc: dict) -> None:
+    """What the build hands to Kbuild and installs: an arch Kbuild has, an
+    image target of that arch, a plain file name on the boot partition that
+    is not the stock kernel's (installing never overwrites it), a
+    cross-compiler prefix, at least one defconfig."""
+    arch = doc["arch"]
+    if arch not in _SRCARCH:
+        raise BoardFileError(f"{where}: unknown arch '{arch}'")
+    if doc["image_target"] not in _IMAGE_TARGETS[_SRCARCH[arch]]:
+        raise BoardFileError(f"{where}: image_target '{doc['image_target']}' is not an image of arch {arch}")
+    if not doc["image_name"] or doc["image_name"] == doc["stock_image_name"] or "/" in doc["image_name"]:
+        raise BoardFileError(f"{where}: image_name must be a plain file name different from stock_image_name")
+    if doc["cross_compile"] and not doc["cross_compile"].endswith("-"):
+        raise BoardFileError(f"{where}: cross_compile is a prefix ending in '-'")
+    if not doc["defconfig"]:
+        raise BoardFileError(f"{where}: [defconfig] needs at least one flavour")
+
+
+def _check_identity_keys(where: str, doc: dict) -> None:
+    """The names a board is found by and checked against: its aliases, what
+    `uname -m` reports on it, the Pi models it runs on (each known to
+    pi_models.toml) and the CPUs its programs are run as; without a uname -m
+    no running kernel could ever be checked against the board."""
+    for key in ("aliases", "uname_m", "pis", "user_cpus"):
+        if not all(isinstance(v, str) and v for v in doc[key]):
+            raise BoardFileError(f"{where}: '{key}' must be a list of non-empty strings")
+    if not doc["uname_m"]:
+        raise BoardFileError(f"{where}: uname_m must name at least one machine")
+    unknown = sorted(set(doc["pis"]) - set(pi_models()))
+    if unknown:
+        raise BoardFileError(f"{where}: pis names models pi_models.toml does not have: {unknown}")
 
 
 @lru_cache(maxsize=1)

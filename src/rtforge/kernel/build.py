@@ -18,6 +18,7 @@ import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from .. import tools
 from ..device.deploy.bundle import open_bundle
@@ -31,8 +32,8 @@ from .kdiff import Change, differences, report_lines
 from .match import MatchPlan, check_board, check_tree, fixups, plan_source
 from .package import package
 from .rtpatch import prepare_rt_tree
-from .running import RunningKernel
-from .sources import prepare_source
+from .running import RunningConfig, RunningKernel
+from .sources import KernelSource, prepare_source
 
 Progress = Callable[[str, int | None, int | None], None]
 
@@ -109,6 +110,55 @@ def _localversion(tree: Path, build: Path, config: dict[str, str]) -> str:
 def build_kernel(spec: BuildSpec, progress: Progress | None = None) -> BuildResult:
     report = progress or (lambda what, done, total: None)
     board = get_board(spec.board)
+    _refuse_bad_input(spec)
+    match = _plan_match(spec.match, board, spec.source) if spec.match is not None else None
+    plan = match.plan if match else None
+    tools.require(tools_before(board, spec, plan.spec if plan else None), "this kernel build")
+    if match is None:
+        source = prepare_source(spec.source or board.default_source, report)
+    else:
+        source = _matched_source(match, report)
+    rt = prepare_rt_tree(source, board.arch, spec.rt_patch, progress=report)
+    tree = rt.path
+    build = kernel_cache() / "build" / f"{tree.name}-{board.name}" / "obj"
+    if spec.defconfig is not None:
+        base_defconfig(tree, board, source.flavour, spec.defconfig)     # refused before anything is written
+    report("configuring", None, None)
+    # --match starts from the running configuration (None: no --match, or the board has none: the defconfig)
+    running = match.config if match else None
+    given = {parse_option(o)[0] for o in spec.options}      # what -K sets is never fixed up
+    generated = _match_fixups(match, board, source.flavour, tree, given) if match else {}
+    cfg = configure(tree, build, board, source.flavour, rt.support, fragments=spec.fragments,
+                    user_fragments=spec.user_fragments, options=spec.options, allow_dropped=spec.allow_dropped,
+                    base_config=(running.where, running.text) if running else None, generated=generated,
+                    defconfig=spec.defconfig)
+    changes = differences(running.options, cfg.config, tree, board.srcarch, cfg.asked) if running else []
+    notes = list(cfg.notes) + list(rt.notes) + list(source.notes)
+    if spec.config_only:
+        return BuildResult("", None, board, 0, cfg, notes, plan, changes, build / ".config")
+    tools.require(tools_for_config(cfg.config, board), "this kernel configuration")
+    lv = _localversion(tree, build, cfg.config)
+    log = build / "build.log"
+    log.write_text("")
+    jobs = spec.jobs or os.cpu_count() or 1
+    objects = _make(tree, build, board, source.flavour, cfg.config, lv, jobs, log, report)
+    check_built_rt(build, rt.option)
+    report("packaging", None, None)
+    extra: dict[str, Any] = {"source_id": source.source_id, "rt_patch_id": rt.patch_id,
+                             "reproducer": spec.reproducer(), "fragments": cfg.fragments, "config_notes": cfg.notes,
+                             "dropped_options": [m.sentence() for m in cfg.dropped]}
+    if match is not None:
+        extra["match"] = {"running": match.running.to_dict(), "source": match.plan.to_dict(), "config_base": cfg.base,
+                          "differences": [c.to_dict() for c in changes]}
+    dist = package(tree, build, board, source.flavour, cfg.config, lv, Path(spec.dist), extra, debs=spec.debs,
+                   log=log, jobs=jobs, running_config=running.text if running else None,
+                   report=_report_text(match, changes) if match else None)
+    release = open_bundle(dist).release
+    return BuildResult(release, dist, board, objects, cfg, notes, plan, changes, build / ".config")
+
+
+def _refuse_bad_input(spec: BuildSpec) -> None:
+    """Bad input is refused before any step starts (nothing fetched, nothing written)."""
     for name in spec.fragments:
         if name not in FRAGMENTS:
             raise UserError(f"unknown fragment '{name}': choose from {', '.join(FRAGMENTS)} (or -k FILE for your own)")
@@ -116,66 +166,31 @@ def build_kernel(spec: BuildSpec, progress: Progress | None = None) -> BuildResu
         if not Path(p).is_file():
             raise UserError(f"-k {p}: no such fragment file")
         refuse_expansion(fragment_options(Path(p)), f"-k {p}")
-    for o in spec.options:          # bad input is refused before any step starts
+    for o in spec.options:
         parse_option(o)
     if spec.defconfig is not None:
         check_defconfig_name(spec.defconfig, spec.match is not None)
-    plan = None
-    if spec.match is not None:
-        check_board(spec.match, board)
-        refuse_expansion(spec.match.config or {}, f"{spec.match.host}'s {spec.match.config_from}")
-        plan = plan_source(spec.match, board, spec.source)
-    tools.require(tools_before(board, spec, plan.spec if plan else None), "this kernel build")
-    if plan is None:
-        source = prepare_source(spec.source or board.default_source, report)
-    else:
-        source = _matched_source(plan, spec.match, report)
-    rt = prepare_rt_tree(source, board.arch, spec.rt_patch, progress=report)
-    tree = rt.path
-    build = kernel_cache() / "build" / f"{tree.name}-{board.name}" / "obj"
-    if spec.defconfig is not None:
-        base_defconfig(tree, board, source.flavour, spec.defconfig)     # refused before anything is written
-    report("configuring", None, None)
-    base, generated = _match_base(plan, spec.match, board, source.flavour, tree,
-                                  {parse_option(o)[0] for o in spec.options})
-    cfg = configure(tree, build, board, source.flavour, rt.support, fragments=spec.fragments,
-                    user_fragments=spec.user_fragments, options=spec.options, allow_dropped=spec.allow_dropped,
-                    base_config=base, generated=generated, defconfig=spec.defconfig)
-    changes = differences(spec.match.config, cfg.config, tree, board.srcarch, cfg.asked) if base else []
-    if spec.config_only:
-        return BuildResult("", None, board, 0, cfg, list(cfg.notes) + list(rt.notes) + list(source.notes), plan,
-                           changes, build / ".config")
-    tools.require(tools_for_config(cfg.config, board), "this kernel configuration")
-    lv = _localversion(tree, build, cfg.config)
+
+
+def _make(tree: Path, build: Path, board: Board, flavour: str, config: dict[str, str], localversion: str,
+          jobs: int, log: Path, report: Progress) -> int:
+    """Kbuild's build of the image, the modules and the device trees the
+    configuration and the board have; returns the objects compiled.  The
+    progress is counted against the last build's count in this directory
+    (an estimate from the options the first time)."""
     targets = [board.image_target]
-    if cfg.config.get("MODULES") == "y":
+    if config.get("MODULES") == "y":
         targets.append("modules")
-    if board.dtbs.get(source.flavour):
+    if board.dtbs.get(flavour):
         targets.append("dtbs")
     state_file = build / ".rtforge-build.json"
     expected = (json.loads(state_file.read_text()).get("objects") if state_file.exists() else None) or \
-        _estimate(cfg.config)
-    log = build / "build.log"
-    log.write_text("")
-    jobs = spec.jobs or os.cpu_count() or 1
-    objects = run_make(make_argv(tree, build, board, targets, jobs=jobs, extra=[f"LOCALVERSION={lv}"]), log,
-                       lambda n: report("compiling", n, max(expected, n)), what="the kernel build")
+        _estimate(config)
+    objects = run_make(make_argv(tree, build, board, targets, jobs=jobs, extra=[f"LOCALVERSION={localversion}"]),
+                       log, lambda n: report("compiling", n, max(expected, n)), what="the kernel build")
     if objects:
         state_file.write_text(json.dumps({"objects": objects}))
-    check_built_rt(build, rt.support.symbol)
-    report("packaging", None, None)
-    extra = {"source_id": source.source_id, "rt_patch_id": rt.patch_id, "reproducer": spec.reproducer(),
-             "fragments": cfg.fragments, "config_notes": cfg.notes,
-             "dropped_options": [m.sentence() for m in cfg.dropped]}
-    if plan is not None:
-        extra["match"] = {"running": spec.match.to_dict(), "source": plan.to_dict(), "config_base": cfg.base,
-                          "differences": [c.to_dict() for c in changes]}
-    dist = package(tree, build, board, source.flavour, cfg.config, lv, Path(spec.dist), extra, debs=spec.debs,
-                   log=log, jobs=jobs, running_config=spec.match.config_text if base else None,
-                   report=_report_text(spec.match, plan, changes) if plan else None)
-    release = open_bundle(dist).release
-    return BuildResult(release, dist, board, objects, cfg, list(cfg.notes) + list(rt.notes) + list(source.notes),
-                       plan, changes, build / ".config")
+    return objects
 
 
 # A defconfig is a make target: a name such as "-j1" or "CC=x" would be an
@@ -191,9 +206,29 @@ def check_defconfig_name(name: str, match: bool) -> None:
         raise UserError("--defconfig and --match both choose what the configuration starts from: give one")
 
 
-def _matched_source(plan: MatchPlan, running: RunningKernel, report):
+@dataclass
+class _Match:
+    """--match: the running kernel, the source planned for it, and its
+    configuration, the base of the build's (None: it has none to start from)."""
+    running: RunningKernel
+    plan: MatchPlan
+    config: RunningConfig | None
+
+
+def _plan_match(running: RunningKernel, board: Board, source: str | None) -> _Match:
+    """The board checked against the running kernel, its configuration
+    against what Kbuild would run, and the source to build from."""
+    check_board(running, board)
+    config = running.configuration
+    if config is not None:
+        refuse_expansion(config.options, config.where)
+    return _Match(running, plan_source(running, board, source), config)
+
+
+def _matched_source(match: _Match, report: Progress) -> KernelSource:
     """The matched source, or -- when Debian no longer offers the exact
     package version -- the newest of the series, said so."""
+    plan = match.plan
     try:
         source = prepare_source(plan.spec, report)
     except VersionNotOffered as e:
@@ -202,29 +237,28 @@ def _matched_source(plan: MatchPlan, running: RunningKernel, report):
         plan.instead.append(f"{e}: built from {fallback} instead")
         plan.spec = fallback
         source = prepare_source(fallback, report)
-    check_tree(plan, running, source)
+    check_tree(plan, match.running, source)
     return source
 
 
-def _match_base(plan: MatchPlan | None, running: RunningKernel | None, board: Board, flavour: str,
-                tree: Path, given: set[str]) -> tuple[tuple[str, str] | None, dict[str, dict[str, str]]]:
-    """--match: the running configuration as the base, and the fix-ups of
-    the files it names (none without --match; none for what -K gives)."""
-    if plan is None:
-        return None, {}
-    if running.config is None:
+def _match_fixups(match: _Match, board: Board, flavour: str, tree: Path, given: set[str]) -> dict[str, dict[str, str]]:
+    """--match: the fix-ups of the files the running configuration names, as
+    a generated fragment (none for what -K gives), each said in the plan;
+    without a running configuration, what is used instead is said."""
+    running, plan = match.running, match.plan
+    if match.config is None:
         plan.exact = False
         plan.instead.append(f"{running.host} has no /proc/config.gz and no /boot/config-{running.release}: "
                             f"configured from board {board.name}'s {board.defconfig_for(flavour)} instead")
-        return None, {}
-    fixed = fixups(running.config, tree, given)
+        return {}
+    fixed = fixups(match.config.options, tree, given)
     for sym, (value, why) in fixed.items():
         plan.instead.append(f"CONFIG_{sym}={value}: {why}")
-    generated = {"match-fixups": {s: v for s, (v, _) in fixed.items()}} if fixed else {}
-    return (f"{running.host}'s {running.config_from}", running.config_text), generated
+    return {"match-fixups": {s: v for s, (v, _) in fixed.items()}} if fixed else {}
 
 
-def _report_text(running: RunningKernel, plan: MatchPlan, changes: list[Change]) -> str:
+def _report_text(match: _Match, changes: list[Change]) -> str:
+    running, plan = match.running, match.plan
     head = [f"running kernel: {running.release} on {running.host} ({running.machine}"
             + (f", {running.model}" if running.model else "") + ")",
             f"its package: {running.package} {running.package_version}" if running.package else "its package: none",
@@ -262,10 +296,12 @@ def tools_before(board: Board, spec: BuildSpec, source: str | None = None) -> li
     fetching the source, Kbuild's host tools (Documentation/process/changes.rst),
     the board's cross compiler, and the packaging tools when .debs are wanted
     (the tree's own scripts/package/mkdebian lists them as Build-Depends)."""
-    kind = (source or spec.source or board.default_source).partition(":")[0]
+    # the spec built from: --match's plan, else --source, else the board's (a board file may name a tarball too)
+    chosen = source or spec.source or board.default_source
+    kind = chosen.partition(":")[0]
     need = {"debian": ["apt-get", "dpkg-query", "xz"], "rpi": ["git"], "git": ["git"]}.get(kind, [])
     if kind == "tar":
-        need += [{".xz": "xz", ".zst": "zstd"}.get(Path(spec.source).suffix, "tar")]
+        need += [{".xz": "xz", ".zst": "zstd"}.get(Path(chosen).suffix, "tar")]
     if spec.rt_patch:
         need += ["patch", "xz"]
     need += ["make", "gcc", "bc", "bison", "flex", "perl", f"{board.cross_compile}gcc"]

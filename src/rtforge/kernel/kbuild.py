@@ -101,6 +101,7 @@ def run_make(argv: list[str], log: Path, progress: Callable[[int], None] | None 
         proc = subprocess.Popen(
             argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env={**kbuild_env(), **(env or {})}
         )
+        assert proc.stdout is not None, "stdout=PIPE gives the pipe"
         for line in proc.stdout:
             f.write(line)
             if _OBJECT.match(line.rstrip()):
@@ -185,51 +186,10 @@ def configure(
         base, text = base_config
         (scratch / ".config").write_text(text)
 
-    files: list[tuple[str, Path, bool]] = []  # (name, file, required)
-    for name, values in (generated or {}).items():
-        write_fragment(scratch / f"{name}.config", values)
-        files.append((name, scratch / f"{name}.config", True))
-    if rt.symbol == "PREEMPT_RT_FULL":
-        files.append(("rt-full", fragment_path("rt-full"), True))
-    else:
-        files.append(("rt", fragment_path("rt"), True))
-    for name in fragments:
-        files.append((name, fragment_path(name), True))
-        if name == "latency":
-            files.append(("latency-optional", fragment_path("latency-optional"), False))
-    own = board.fragment_for(flavour) if base_config is None else ""
-    if own:
-        files.append((own, fragment_path(own), True))
-    for p in user_fragments:
-        # absolute: merge_config.sh runs in the tree, where a relative -k path names nothing
-        files.append((str(p), Path(p).resolve(), True))
-    if options:
-        cli = scratch / "cli-options.config"
-        write_fragment(cli, dict(parse_option(o) for o in options))
-        files.append(("-K", cli, True))
-
-    requested: dict[str, str] = {}
-    optional: dict[str, str] = {}
-    asked: dict[str, str] = {}
-    for name, path, required in files:
-        for sym, value in fragment_options(path).items():
-            (requested if required else optional)[sym] = value
-            (optional if required else requested).pop(sym, None)
-            asked[sym] = name
-    merge = [
-        "bash",
-        str(tree / "scripts/kconfig/merge_config.sh"),
-        "-m",
-        "-O",
-        str(scratch),
-        str(scratch / ".config"),
-        *(str(p) for _, p, _ in files),
-    ]
-    proc = subprocess.run(merge, cwd=tree, capture_output=True, text=True, env=kbuild_env())
-    with open(log, "a") as f:
-        f.write("$ " + " ".join(merge) + "\n" + proc.stdout + proc.stderr)
-    if proc.returncode:
-        raise UserError(f"merge_config.sh failed: {proc.stderr.strip().splitlines()[-1:]} (full log: {log})")
+    own = board.fragment_for(flavour) if base_config is None else ""    # base_config stands in for it too
+    files = _fragment_files(scratch, rt, own, fragments, user_fragments, options, generated or {})
+    requested, optional, asked = _asked_for(files)
+    _merge(tree, scratch, [path for _, path, _ in files], log)
     run_make(make_argv(tree, build, board, ["olddefconfig"]), log, what="make olddefconfig", env=scratch_env)
 
     config = read_config(scratch / ".config")
@@ -249,10 +209,81 @@ def configure(
             + "; ".join(m.sentence() for m in result.dropped)
             + ": enable what they depend on (e.g. with -K), or build anyway with --allow-dropped"
         )
-    new = (scratch / ".config").read_bytes()
-    old = build / ".config"
-    if not old.exists() or old.read_bytes() != new:
-        old.write_bytes(new)  # unchanged: keep the old file and its time stamp
+    _replace_if_changed(build / ".config", (scratch / ".config").read_bytes())
     # No syncconfig here: the build's own make syncs include/config/ from
     # the new .config (only when it changed), as a bare `make` would.
     return result
+
+
+# A fragment to merge: (its name, its file, whether Kconfig must keep what it asks)
+_Fragment = tuple[str, Path, bool]
+
+
+def _fragment_files(scratch: Path, rt: RtSupport, own: str, fragments: list[str], user_fragments: list[Path],
+                    options: list[str], generated: dict[str, dict[str, str]]) -> list[_Fragment]:
+    """The fragments in merge order, later ones winning: the caller's
+    generated ones, RT, rtforge's chosen ones, the board's own (own: "" for
+    none), the user's -k files, then -K.  Only latency-optional's options
+    may be dropped by Kconfig: not every arch and configuration has them."""
+    files: list[_Fragment] = []
+    for name, values in generated.items():
+        write_fragment(scratch / f"{name}.config", values)
+        files.append((name, scratch / f"{name}.config", True))
+    # patches before 5.3 name the option PREEMPT_RT_FULL
+    rt_fragment = "rt-full" if rt.symbol == "PREEMPT_RT_FULL" else "rt"
+    files.append((rt_fragment, fragment_path(rt_fragment), True))
+    for name in fragments:
+        files.append((name, fragment_path(name), True))
+        if name == "latency":
+            files.append(("latency-optional", fragment_path("latency-optional"), False))
+    if own:
+        files.append((own, fragment_path(own), True))
+    for p in user_fragments:
+        # absolute: merge_config.sh runs in the tree, where a relative -k path names nothing
+        files.append((str(p), Path(p).resolve(), True))
+    if options:
+        cli = scratch / "cli-options.config"
+        write_fragment(cli, dict(parse_option(o) for o in options))
+        files.append(("-K", cli, True))
+    return files
+
+
+def _asked_for(files: list[_Fragment]) -> tuple[dict[str, str], dict[str, str], dict[str, str]]:
+    """(requested, optional, asked): the value each symbol is asked for by a
+    required or an optional fragment, and the name of that fragment -- as
+    merge_config.sh merges them, the last fragment naming a symbol wins."""
+    requested: dict[str, str] = {}
+    optional: dict[str, str] = {}
+    asked: dict[str, str] = {}
+    for name, path, required in files:
+        for sym, value in fragment_options(path).items():
+            (requested if required else optional)[sym] = value
+            (optional if required else requested).pop(sym, None)
+            asked[sym] = name
+    return requested, optional, asked
+
+
+def _merge(tree: Path, scratch: Path, fragments: list[Path], log: Path) -> None:
+    """Kbuild's merge_config.sh: the fragments onto scratch's .config, in
+    order; -m: no olddefconfig of its own (the caller runs it, with O=)."""
+    merge = [
+        "bash",
+        str(tree / "scripts/kconfig/merge_config.sh"),
+        "-m",
+        "-O",
+        str(scratch),
+        str(scratch / ".config"),
+        *(str(p) for p in fragments),
+    ]
+    proc = subprocess.run(merge, cwd=tree, capture_output=True, text=True, env=kbuild_env())
+    with open(log, "a") as f:
+        f.write("$ " + " ".join(merge) + "\n" + proc.stdout + proc.stderr)
+    if proc.returncode:
+        raise UserError(f"merge_config.sh failed: {proc.stderr.strip().splitlines()[-1:]} (full log: {log})")
+
+
+def _replace_if_changed(path: Path, new: bytes) -> None:
+    """Write path only when its bytes change: an unchanged .config keeps its
+    time stamp, and make then has nothing to do."""
+    if not path.exists() or path.read_bytes() != new:
+        path.write_bytes(new)

@@ -149,59 +149,106 @@ def _logical_lines(text: str):
 _SOURCE = re.compile(r'^(source|rsource|osource|orsource)\s+"([^"]+)"')
 
 
+# The end of each block, and the kind of block it ends.
+_BLOCK_ENDS = {"endif": "if", "endmenu": "menu", "endchoice": "choice"}
+
+
+class _Blocks:
+    """The if, menu and choice blocks open at a line of one Kconfig file,
+    innermost last, each with its condition: an `if`'s expression, a menu's
+    or choice's own `depends on` (None until one comes).  Entries inside
+    carry those conditions; a choice also numbers its members."""
+
+    def __init__(self) -> None:
+        self.stack: list[tuple[str, str | None]] = []
+        self.choices: list[int] = []        # the open `choice` blocks' ids, innermost last
+
+    def conditions(self) -> list[str]:
+        return [c for _, c in self.stack if c]
+
+    @property
+    def choice(self) -> int | None:
+        return self.choices[-1] if self.choices else None
+
+    def begin(self, kind: str, condition: str | None) -> None:
+        self.stack.append((kind, condition))
+        if kind == "choice":
+            _CHOICE_IDS[0] += 1
+            self.choices.append(_CHOICE_IDS[0])
+
+    def end(self, kind: str) -> None:
+        """endif, endmenu, endchoice: the innermost block of that kind, and
+        any left open inside it (a malformed file is walked on, not refused)."""
+        while self.stack and self.stack.pop()[0] != kind:
+            pass
+        if kind == "choice" and self.choices:
+            self.choices.pop()
+
+    def depends(self, expr: str) -> None:
+        """A `depends on` of the menu or choice just opened: it holds for
+        every entry inside, with any it had before."""
+        kind, cond = self.stack[-1]
+        self.stack[-1] = (kind, expr if cond is None else f"({cond}) && ({expr})")
+
+
+def _opening(line: str) -> tuple[str, str | None] | None:
+    """(kind, condition) of a line that opens a block; None for any other."""
+    if line.startswith("if "):
+        return "if", line[3:].strip()
+    if line.startswith("menu "):
+        return "menu", None
+    if line == "choice" or line.startswith("choice "):
+        return "choice", None
+    return None
+
+
 def _walk(tree: Path, srcarch: str, path: Path, conds: list[str], out: dict, seen: set) -> None:
     """Follow `source` from tree/Kconfig like Kconfig does, keeping the
     conditions (if-blocks, menu dependencies) each entry is nested in."""
     if path in seen or not path.is_file():
         return
     seen.add(path)
-    stack: list[tuple[str, str | None]] = []       # ("if"|"menu"|"choice", condition or None)
-    choices: list[int] = []                          # the open `choice` blocks, innermost last
-    entry: Definition | None = None
-    pending_menu = False
+    blocks = _Blocks()
+    entry: Definition | None = None     # the config entry the attribute lines belong to
+    pending_menu = False                # a menu or choice just opened: its `depends on` lines may follow
     for line in _logical_lines(path.read_text(errors="replace")):
-        here = conds + [c for _, c in stack if c]
+        here = conds + blocks.conditions()
         if m := _SOURCE.match(line):
-            name = m[2].replace("$(SRCARCH)", srcarch).replace("$SRCARCH", srcarch)
-            base = path.parent if m[1].startswith(("r", "or")) else tree
-            for p in sorted(base.glob(name)) if any(ch in name for ch in "*?[") else [base / name]:
-                _walk(tree, srcarch, p, here, out, seen)
+            _walk_sourced(tree, srcarch, path, m, here, out, seen)
             entry = None
-        elif line.startswith("if "):
-            stack.append(("if", line[3:].strip()))
-            entry = None
-        elif line == "endif":
-            while stack and stack.pop()[0] != "if":
-                pass
-        elif line.startswith("menu ") or line == "choice" or line.startswith("choice "):
-            stack.append(("menu" if line.startswith("menu ") else "choice", None))
-            if not line.startswith("menu "):
-                _CHOICE_IDS[0] += 1
-                choices.append(_CHOICE_IDS[0])
-            entry, pending_menu = None, True
+        elif opened := _opening(line):
+            blocks.begin(*opened)
+            # an if's condition is on its line; a menu's or a choice's comes in `depends on` lines
+            entry, pending_menu = None, opened[0] != "if"
             continue
-        elif line in ("endmenu", "endchoice"):
-            kind = "menu" if line == "endmenu" else "choice"
-            while stack and stack.pop()[0] != kind:
-                pass
-            if kind == "choice" and choices:
-                choices.pop()
+        elif line in _BLOCK_ENDS:
+            blocks.end(_BLOCK_ENDS[line])
         elif m := re.match(r"^(?:menu)?config\s+(\w+)$", line):
-            entry = Definition(str(path.relative_to(tree)), list(here), [], choice=choices[-1] if choices else None)
+            entry = Definition(str(path.relative_to(tree)), list(here), [], choice=blocks.choice)
             out.setdefault(m[1], []).append(entry)
         elif entry is not None and _attribute(entry, line):
             continue
         elif line.startswith("depends on"):
             expr = line.removeprefix("depends on").strip()
-            if pending_menu and stack:
-                kind, _ = stack[-1]
-                stack[-1] = (kind, expr if stack[-1][1] is None else f"({stack[-1][1]}) && ({expr})")
+            if pending_menu and blocks.stack:
+                blocks.depends(expr)
             elif entry is not None:
                 entry.depends.append(expr)
             continue
         elif re.match(r"^(comment|mainmenu)\b", line):
             entry = None
         pending_menu = pending_menu and not re.match(r"^(config|menuconfig|if|source|comment)\b", line)
+
+
+def _walk_sourced(tree: Path, srcarch: str, path: Path, source: re.Match, conds: list[str], out: dict,
+                  seen: set) -> None:
+    """Walk the files a `source` line names, in the conditions around it:
+    $(SRCARCH) is the arch's, rsource/orsource are relative to the file
+    itself (the others to the tree), and a glob names every file it matches."""
+    name = source[2].replace("$(SRCARCH)", srcarch).replace("$SRCARCH", srcarch)
+    base = path.parent if source[1].startswith(("r", "or")) else tree
+    for p in sorted(base.glob(name)) if any(ch in name for ch in "*?[") else [base / name]:
+        _walk(tree, srcarch, p, conds, out, seen)
 
 
 _TYPE = re.compile(r"^(bool|tristate|int|hex|string|def_bool|def_tristate)\b\s*(.*)$")

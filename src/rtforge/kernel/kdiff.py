@@ -107,53 +107,78 @@ class _Explainer:
         defs = self.defs.get(sym, [])
         if not defs:
             return "this source has no such option (the running kernel's source had it)", "source", ()
-        reasons: list[str] = []
-        causes: list[str] = []
-        for d in defs:
-            for expr in d.conditions + d.depends:
-                if evaluate(expr, self.old) != evaluate(expr, self.new):
-                    atoms = _changed_atoms(expr, self.old, self.new)
-                    reasons.append(f"depends on {expr}: {_said(atoms, self.new)}" if atoms else f"depends on {expr}")
-                    causes += atoms
-            if d.choice is not None and self.new.get(sym, "n") != "y":
-                chosen = [m for m in self.members.get(d.choice, []) if m != sym and self.new.get(m) == "y"
-                          and self.old.get(m, "n") != "y"]
-                if chosen:
-                    reasons.append(f"one choice with {chosen[0]} (the `choice` in {d.file}), which is now y")
-                    causes.append(chosen[0])
-        for owner, cond, imply in self.selectors.get(sym, []):
-            was, now = _active(owner, cond, self.old), _active(owner, cond, self.new)
-            if was != now:
-                verb = "implied" if imply else "selected"
-                when = f" (if {cond})" if cond else ""
-                state = f"{owner} is now {self.new.get(owner, 'n')}"
-                if cond and self.old.get(owner, "n") == self.new.get(owner, "n"):
-                    state = _said(_changed_atoms(cond, self.old, self.new), self.new) or state
-                reasons.append(f"{'no longer ' if was else ''}{verb} by {owner}{when}: {state}")
-                causes += [owner] + _changed_atoms(cond, self.old, self.new)
-        if not reasons:
-            for d in defs:
-                i_old, i_new = _first_default(d, self.old), _first_default(d, self.new)
-                if i_new is None:
-                    continue
-                value, cond = d.defaults[i_new]
-                atoms = _changed_atoms(f"{value} {cond}", self.old, self.new) if "$(" not in value else []
-                if i_old != i_new or atoms:
-                    reasons.append(f"default {value}" + (f" if {cond}" if cond else "")
-                                   + (f": {_said(atoms, self.new)}" if atoms else ""))
-                    causes += atoms
-        if not reasons:
-            # Kconfig runs the compiler for these ($(cc-option ...), $(CC_VERSION_TEXT)): another toolchain
-            shell = [text for d in defs for text in [*d.depends, *(v for v, _ in d.defaults)] if "$(" in text]
-            if shell:
-                return f"Kconfig measures it from this machine's toolchain ({shell[0]})", "toolchain", ()
-        if reasons:
-            return "; ".join(dict.fromkeys(reasons)), "follows", tuple(dict.fromkeys(c for c in causes if c != sym))
+        found = [r for d in defs for r in (*self._dependencies(d), *self._choice(sym, d))]
+        found += self._selectors(sym)
+        if not found:
+            # a default is the cause only when no dependency, choice or select of the symbol changed
+            found = [r for d in defs for r in self._default(d)]
+        if found:
+            return ("; ".join(dict.fromkeys(reason for reason, _ in found)), "follows",
+                    tuple(dict.fromkeys(c for _, causes in found for c in causes if c != sym)))
+        # Kconfig runs the compiler for these ($(cc-option ...), $(CC_VERSION_TEXT)): another toolchain
+        shell = [text for d in defs for text in [*d.depends, *(v for v, _ in d.defaults)] if "$(" in text]
+        if shell:
+            return f"Kconfig measures it from this machine's toolchain ({shell[0]})", "toolchain", ()
         if sym not in self.old:
             return ("not in the running kernel's configuration: this source offers it and Kconfig chose its "
                     "default"), "source", ()
         return "Kconfig decided (no dependency, select or default of it changed): see `make menuconfig`", \
             "kconfig", ()
+
+    # Each finder below gives (reason, the changed symbols it names) pairs.
+
+    def _dependencies(self, d: Definition) -> list[tuple[str, list[str]]]:
+        """The `depends on` lines and enclosing conditions of one entry
+        whose truth changed, with the symbols that changed in them."""
+        found = []
+        for expr in d.conditions + d.depends:
+            if evaluate(expr, self.old) != evaluate(expr, self.new):
+                atoms = _changed_atoms(expr, self.old, self.new)
+                found.append((f"depends on {expr}: {_said(atoms, self.new)}" if atoms else f"depends on {expr}",
+                              atoms))
+        return found
+
+    def _choice(self, sym: str, d: Definition) -> list[tuple[str, list[str]]]:
+        """A member of a choice that is no longer y: the member newly chosen
+        instead (Kconfig sets one member of a choice)."""
+        if d.choice is None or self.new.get(sym, "n") == "y":
+            return []
+        chosen = [m for m in self.members.get(d.choice, []) if m != sym and self.new.get(m) == "y"
+                  and self.old.get(m, "n") != "y"]
+        if not chosen:
+            return []
+        return [(f"one choice with {chosen[0]} (the `choice` in {d.file}), which is now y", [chosen[0]])]
+
+    def _selectors(self, sym: str) -> list[tuple[str, list[str]]]:
+        """Every select or imply of sym that took effect or stopped: its
+        owner changed, or the owner's `if` condition did."""
+        found = []
+        for owner, cond, imply in self.selectors.get(sym, []):
+            was, now = _active(owner, cond, self.old), _active(owner, cond, self.new)
+            if was == now:
+                continue
+            verb = "implied" if imply else "selected"
+            when = f" (if {cond})" if cond else ""
+            state = f"{owner} is now {self.new.get(owner, 'n')}"
+            if cond and self.old.get(owner, "n") == self.new.get(owner, "n"):
+                state = _said(_changed_atoms(cond, self.old, self.new), self.new) or state
+            found.append((f"{'no longer ' if was else ''}{verb} by {owner}{when}: {state}",
+                          [owner] + _changed_atoms(cond, self.old, self.new)))
+        return found
+
+    def _default(self, d: Definition) -> list[tuple[str, list[str]]]:
+        """The default that applies now, when another one applied before or
+        a symbol in it changed (a value Kconfig computes with $(...) names
+        none)."""
+        i_old, i_new = _first_default(d, self.old), _first_default(d, self.new)
+        if i_new is None:
+            return []
+        value, cond = d.defaults[i_new]
+        atoms = _changed_atoms(f"{value} {cond}", self.old, self.new) if "$(" not in value else []
+        if i_old == i_new and not atoms:
+            return []
+        said = f"default {value}" + (f" if {cond}" if cond else "") + (f": {_said(atoms, self.new)}" if atoms else "")
+        return [(said, atoms)]
 
 
 def differences(running: dict[str, str], built: dict[str, str], tree: Path, srcarch: str,

@@ -336,6 +336,15 @@ class RtTree:
     def patch_id(self) -> str | None:
         return self.patch.patch_id if self.patch else None
 
+    @property
+    def option(self) -> str:
+        """The option that makes this tree real-time: PREEMPT_RT, or the
+        PREEMPT_RT_FULL of RT patches before 5.3."""
+        if self.support.symbol is None:
+            # prepare_rt_tree hands out only trees detect_rt found supported, and those name their option
+            raise RuntimeError(f"{self.path}: no PREEMPT_RT option to build with ({self.support.reason})")
+        return self.support.symbol
+
     def to_dict(self) -> dict:
         s = self.support
         return {"path": str(self.path), "source_id": self.source.source_id, "rt_patch_id": self.patch_id,

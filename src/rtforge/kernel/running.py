@@ -83,6 +83,14 @@ class ChangelogRef:
     line: str        # the changelog line it was found on
 
 
+@dataclass(frozen=True)
+class RunningConfig:
+    """A running kernel's configuration as read: where, its text, its options."""
+    where: str                      # "<host>'s /proc/config.gz" or "<host>'s /boot/config-<release>"
+    text: str
+    options: dict[str, str]
+
+
 @dataclass
 class RunningKernel:
     host: str                       # where it was read: the transport's name, and the root
@@ -104,6 +112,14 @@ class RunningKernel:
     def version(self) -> KernelVersion | None:
         m = re.match(r"(\d+)\.(\d+)(?:\.(\d+))?", self.release)
         return KernelVersion(int(m[1]), int(m[2]), int(m[3] or 0)) if m else None
+
+    @property
+    def configuration(self) -> RunningConfig | None:
+        """Its configuration, or None when none was read: read_running sets
+        config, config_text and config_from together or not at all."""
+        if self.config is None or self.config_text is None or self.config_from is None:
+            return None
+        return RunningConfig(f"{self.host}'s {self.config_from}", self.config_text, self.config)
 
     def to_dict(self) -> dict:
         return {"host": self.host, "release": self.release, "uname_v": self.uname_v, "machine": self.machine,
