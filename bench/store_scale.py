@@ -177,21 +177,27 @@ def one_round(root: Path, r: int, got: dict[str, list[dict]], shown: dict[str, s
 
 
 # -- the tables -------------------------------------------------------------------------
-def main() -> None:
-    if len(sys.argv) > 1 and sys.argv[1] == "--child":
-        child(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5:])
-        return
+def _args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", default="50,500,5000", help="store sizes, comma-separated")
     ap.add_argument("--rounds", type=int, default=3, help="rounds per size (the median is shown)")
     ap.add_argument("--base", help="another rtforge's src/ folder, measured beside this one")
     ap.add_argument("--json", type=Path, help="also write every figure to this file")
     a = ap.parse_args()
-    sizes = [int(s) for s in a.sizes.split(",")]
-    if any(s < len(TEMPLATES) for s in sizes) or a.rounds < 1:
+    a.sizes = [int(s) for s in a.sizes.split(",")]
+    if any(s < len(TEMPLATES) for s in a.sizes) or a.rounds < 1:
         ap.error(f"each size must be at least {len(TEMPLATES)}, and --rounds at least 1")
     if a.base and not (Path(a.base) / "rtforge" / "__init__.py").is_file():
         ap.error(f"--base {a.base} holds no rtforge package: give the src/ folder of an rtforge tree")
+    return a
+
+
+def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "--child":
+        child(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5:])
+        return
+    a = _args()
+    sizes = a.sizes
     import rtforge
 
     codes: dict[str, str | None] = {"this": None, **({"base": str(Path(a.base).resolve())} if a.base else {})}
@@ -200,22 +206,33 @@ def main() -> None:
     results: dict[str, dict[int, dict[str, list[dict]]]] = {code: {} for code in codes}
     lines: dict[str, dict[int, int]] = {code: {} for code in codes}
     for size in sizes:
-        with tempfile.TemporaryDirectory(prefix="store-scale-") as d:
-            roots = {code: Path(d) / code / "results" for code in codes}
-            t0 = time.perf_counter()
-            fill(roots["this"], size)
-            if a.base:   # the same folders; the base builds its own index before the clock starts
-                shutil.copytree(roots["this"], roots["base"], symlinks=True, ignore=shutil.ignore_patterns("runs.db"))
-                run_child("index", roots["base"], ["runs", "--json"], src=codes["base"])
-            print(f"{size:,} runs made in {time.perf_counter() - t0:.1f} s", flush=True)
-            got: dict[str, dict[str, list[dict]]] = {code: {op: [] for op in OPS} for code in codes}
-            shown: dict[str, dict[str, str]] = {code: {} for code in codes}
-            for r in range(a.rounds):
-                for code in (list(codes) if r % 2 == 0 else list(codes)[::-1]):
-                    one_round(roots[code], r, got[code], shown[code], codes[code])
-            for code in codes:
-                results[code][size] = got[code]
-                lines[code][size] = shown[code]["runs (terminal)"].count("\n")
+        _measure(size, a, codes, results, lines)
+    _print(sizes, a, codes, results, lines)
+
+
+def _measure(size: int, a: argparse.Namespace, codes: dict[str, str | None],
+             results: dict[str, dict[int, dict[str, list[dict]]]], lines: dict[str, dict[int, int]]) -> None:
+    """One store of this size, measured by every code in turn (alternating, so both meet the same load)."""
+    with tempfile.TemporaryDirectory(prefix="store-scale-") as d:
+        roots = {code: Path(d) / code / "results" for code in codes}
+        t0 = time.perf_counter()
+        fill(roots["this"], size)
+        if a.base:   # the same folders; the base builds its own index before the clock starts
+            shutil.copytree(roots["this"], roots["base"], symlinks=True, ignore=shutil.ignore_patterns("runs.db"))
+            run_child("index", roots["base"], ["runs", "--json"], src=codes["base"])
+        print(f"{size:,} runs made in {time.perf_counter() - t0:.1f} s", flush=True)
+        got: dict[str, dict[str, list[dict]]] = {code: {op: [] for op in OPS} for code in codes}
+        shown: dict[str, dict[str, str]] = {code: {} for code in codes}
+        for r in range(a.rounds):
+            for code in (list(codes) if r % 2 == 0 else list(codes)[::-1]):
+                one_round(roots[code], r, got[code], shown[code], codes[code])
+        for code in codes:
+            results[code][size] = got[code]
+            lines[code][size] = shown[code]["runs (terminal)"].count("\n")
+
+
+def _print(sizes: list[int], a: argparse.Namespace, codes: dict[str, str | None],
+           results: dict[str, dict[int, dict[str, list[dict]]]], lines: dict[str, dict[int, int]]) -> None:
     med = {code: {size: {op: statistics.median(m["s"] for m in ms) for op, ms in got.items()}
                   for size, got in results[code].items()} for code in codes}
     for code in codes:

@@ -71,40 +71,55 @@ class FirmwareChoice:
     os_prefix: str
 
 
+@dataclass
+class _Filters:
+    """The conditional filters in force at a point of a config.txt file."""
+
+    model: str | None = None
+    none: bool = False
+    try_only: bool = False
+    unknown: bool = False
+
+    def section(self, line: str) -> None:
+        """A line of [filters]: each may set or reset what follows."""
+        for tok in (t.strip() for t in line.strip("[]").split("][")):
+            if tok == "all":                      # [all] resets every filter
+                self.model, self.none, self.try_only, self.unknown = None, False, False, False
+            elif tok == "none":                   # nothing applies until [all]
+                self.none = True
+            elif tok == "tryboot":                # only with the tryboot flag
+                self.try_only = True
+            elif tok in MODEL_FILTERS:            # replaces the earlier model filter
+                self.model = tok
+            else:                                 # EDID, GPIO, serial, typos: not knowable here
+                self.unknown = True
+
+    def apply(self, passes: set[str], tryboot: bool) -> bool:
+        return not self.none and not self.unknown and (not self.try_only or tryboot) \
+            and (self.model is None or self.model in passes)
+
+
 def _settings(boot: Path, name: str, model: str, tryboot: bool, depth: int = 0) -> list[tuple[str, str]]:
     """(key, value) lines that apply, in file order ([format], [filters])."""
     f = boot / name
     if not f.is_file() or depth > 8:
         return []
     passes = SIM_MODELS[model][0]
-    out, model_filter, none, try_only, unknown = [], None, False, False, False
+    out: list[tuple[str, str]] = []
+    filters = _Filters()
     for raw in f.read_bytes().decode("latin-1").split("\n"):
         line = raw.rstrip("\r")[:LINE_LIMIT].strip()
         if not line or line.startswith("#"):
             continue
         if line.startswith("["):
-            for tok in (t.strip() for t in line.strip("[]").split("][")):
-                if tok == "all":                      # [all] resets every filter
-                    model_filter, none, try_only, unknown = None, False, False, False
-                elif tok == "none":                   # nothing applies until [all]
-                    none = True
-                elif tok == "tryboot":                # only with the tryboot flag
-                    try_only = True
-                elif tok in MODEL_FILTERS:            # replaces the earlier model filter
-                    model_filter = tok
-                else:                                 # EDID, GPIO, serial, typos: not knowable here
-                    unknown = True
-            continue
-        applies = not none and not unknown and (not try_only or tryboot) \
-            and (model_filter is None or model_filter in passes)
-        if not applies:
-            continue
-        word = line.split(None, 1)
-        if word[0] == "include" and len(word) == 2:   # [format] include inserts the file
-            out += _settings(boot, word[1].strip(), model, tryboot, depth + 1)
-        elif "=" in line:
-            key, value = line.split("=", 1)           # no spaces around '=' are allowed
-            out.append((key, value))
+            filters.section(line)
+        elif filters.apply(passes, tryboot):
+            word = line.split(None, 1)
+            if word[0] == "include" and len(word) == 2:   # [format] include inserts the file
+                out += _settings(boot, word[1].strip(), model, tryboot, depth + 1)
+            elif "=" in line:
+                key, value = line.split("=", 1)           # no spaces around '=' are allowed
+                out.append((key, value))
     return out
 
 
