@@ -256,7 +256,7 @@ def test_runner_stops_rtla_with_sigint_and_does_not_restart(tmp_path):
 def _traced_run(tmp_path, capsys, irq: str = "mmc1") -> list[str]:
     """An imported run (the cyclictest golden output) given the trace of a
     run folder holding the fixtures' analyses, stored again."""
-    from rtforge.results.store import Store
+    from rtforge.results.store.runstore import Store
 
     golden = Path(__file__).parents[1] / "golden" / "cyclictest" / "run.json"
     rd = ["--results-dir", str(tmp_path / "results")]
@@ -330,7 +330,7 @@ def test_a_finished_run_collects_its_trace(tmp_path, capsys):
     """A real probe run here, given the trace files a --trace run's runner
     writes: finishing it stores the spikes, and an rtla failure as a warning."""
     from rtforge.measure import lifecycle
-    from rtforge.results.store import Store
+    from rtforge.results.store.runstore import Store
 
     rd = ["--results-dir", str(tmp_path / "results")]
     assert main(["latency", "--duration", "2s", "--cpus", "0", "--json", *rd]) == 0

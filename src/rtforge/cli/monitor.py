@@ -18,7 +18,7 @@ from .. import paths
 from ..device import LocalTransport, SshTransport
 from ..errors import UserError
 from ..results.monitorfolder import find_host
-from ..results.store import Store
+from ..results.store.runstore import Store
 from ..results.trend import Rule
 from ..results.windows import Window, parse_window
 from ..units import format_span, format_us, parse_span_s, plural, shown

@@ -16,7 +16,7 @@ from ..measure.session import collect
 from ..results.bench import bench_show_dict
 from ..results.model import RunResult
 from ..results.stats import show_dict
-from ..results.store import Store
+from ..results.store.runstore import Store
 from .common import HOST_REQUIRED, RESULTS_DIR, SSH_CONFIG, err_console
 from .render import make_console, us
 

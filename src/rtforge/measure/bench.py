@@ -34,7 +34,7 @@ from ..device import Transport
 from ..errors import UserError
 from ..results.benchcollect import GROWTH_PER_N
 from ..results.model import RunResult
-from ..results.store import Store
+from ..results.store.runstore import Store
 from ..signals import held_signals
 from .engines import EngineCommand
 from .launch import launch, prepare

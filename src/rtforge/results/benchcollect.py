@@ -18,10 +18,10 @@ import re
 from pathlib import Path
 from typing import Any
 
-from . import rawfile
 from .bench import spread
 from .model import RunResult
 from .stats import SINCE_BOOT_SHIFT, THROTTLE_BITS
+from .store import rawfile
 
 # OEIS A000170: ways to place N non-attacking queens on an N x N board.
 # A solver that disagrees is broken, or runs on a board that miscalculates.

@@ -13,10 +13,11 @@ from email.utils import parsedate_to_datetime
 from pathlib import Path
 
 from ..units import format_us
-from . import cyclictest, probe_output, rawfile, timerlat
+from . import cyclictest, probe_output, timerlat
 from .checks import run_warnings
 from .hist import Histogram
 from .model import RunResult
+from .store import rawfile
 from .system import describe
 
 # probe.json "state" -> result state

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from ..units import format_us
-from . import rawfile
+from .store import rawfile
 
 MAX_TRACE_FILES = 1000
 

@@ -39,7 +39,7 @@ from ... import paths
 from ...errors import UserError
 from ..checks import overflow_text, run_warnings
 from ..model import MAX_LABEL, RunResult
-from ..store import Store
+from ..store.runstore import Store
 from .common import Parsed
 from .csvfile import looks_like_csv, read_csv
 from .jsonfile import read_json

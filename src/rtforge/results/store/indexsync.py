@@ -36,24 +36,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..errors import UserError
-from .index import (
-    _INSERT,
-    INDEX_VERSION,
-    _create,
-    _lstat,
-    _memory,
-    _ours,
-    _read_only,
-    _sql,
-    _upgrade,
-    insert_values,
-)
+from ...errors import UserError
+from ..schema import RUN_ID_RE, Damaged
+from .indexdb import _INSERT, INDEX_VERSION, _create, _lstat, _memory, _ours, _read_only, _sql, _upgrade, insert_values
 from .runfolder import damaged_source, file_key, read_result
-from .schema import RUN_ID_RE, Damaged
 
 if TYPE_CHECKING:
-    from .store import Store
+    from .runstore import Store
 
 log = logging.getLogger("rtforge")
 
@@ -69,7 +58,7 @@ def stamp(runs_dir: Path) -> str | None:
 
 
 class RunIndex:
-    """runs.db of one store (see the module's docstring and store.py's)."""
+    """runs.db of one store (see the module's docstring and runstore.py's)."""
 
     def __init__(self, store: Store):
         self.store = store
