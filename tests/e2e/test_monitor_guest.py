@@ -26,8 +26,8 @@ import time
 import pytest
 
 from rtforge.cli import main
+from rtforge.results.soak.windows import read_events, read_windows
 from rtforge.results.timerlat import parse as parse_timerlat
-from rtforge.results.windows import read_events, read_windows
 
 from ..support.rtguest import HOG, HOG_CMD
 
