@@ -13,7 +13,7 @@ from ..device import board_host, open_transport
 from ..errors import UserError
 from ..measure.runner import NothingMeasured, Runner, list_runs, resolve_run
 from ..measure.session import collect
-from ..results.bench import bench_show_dict
+from ..results.bench.summary import bench_show_dict
 from ..results.model import RunResult
 from ..results.stats import show_dict
 from ..results.store.runstore import Store

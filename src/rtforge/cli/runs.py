@@ -189,7 +189,7 @@ def show(
     result = store.load(store.resolve(run))
     if result.kind == "bench":
         # imported here: the bench's display needs numpy (~0.1 s), which listing and showing runs do not
-        from ..results.bench import bench_show_dict
+        from ..results.bench.summary import bench_show_dict
         from .bench import print_bench_result
 
         if as_json:

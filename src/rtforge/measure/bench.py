@@ -32,7 +32,7 @@ from datetime import UTC, datetime
 
 from ..device import Transport
 from ..errors import UserError
-from ..results.benchcollect import GROWTH_PER_N
+from ..results.bench.rawsteps import GROWTH_PER_N
 from ..results.model import RunResult
 from ..results.store.runstore import Store
 from ..signals import held_signals

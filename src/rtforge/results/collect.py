@@ -128,7 +128,7 @@ _DMA_RE = re.compile(r"^# /dev/cpu_dma_latency set to ([0-9]{1,9})us$", re.M)
 
 
 def _from_bench(result: RunResult, raw: Path) -> tuple[str, list[str]]:
-    from .benchcollect import bench_from_steps  # bench runs only
+    from .bench.rawsteps import bench_from_steps  # bench runs only
 
     return bench_from_steps(result, raw)
 

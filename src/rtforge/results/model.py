@@ -10,8 +10,8 @@ removed or changes meaning; ``from_dict`` must keep reading every version):
   1  2026-11  first version: latency runs from the probe and cyclictest.
   2  2026-11  `bench`: CPU benchmark runs (kind "bench", `rtforge bench cpu`):
               raw N-queens solve times per thread count and stress-ng
-              metrics (results/bench.py); None for latency runs.  Version 1
-              files read as runs without it.
+              metrics (results/bench/summary.py); None for latency runs.
+              Version 1 files read as runs without it.
   3  2026-11  `stored_at`: when the run entered the store (ISO 8601, UTC, µs),
               set by the store; `last` means the run stored last.  Older
               files read with None and are ordered by their start time.

@@ -6,7 +6,7 @@ solver's JSON line, or stress-ng's metrics, read here too), a line
 per finished step in raw/steps.log, the system's metadata after the last
 step in raw/meta-after.json and the wall clock in raw/uptime.  The plan --
 which step is which -- is in the run's config ("steps").  Here they become
-RunResult.bench (results/bench.py documents it) and the warnings that say
+RunResult.bench (summary.py documents it) and the warnings that say
 what spoiled the figures, whether the benchmark ran its course or not.
 """
 
@@ -18,10 +18,10 @@ import re
 from pathlib import Path
 from typing import Any
 
-from .bench import spread
-from .model import RunResult
-from .stats import SINCE_BOOT_SHIFT, THROTTLE_BITS
-from .store import rawfile
+from ..model import RunResult
+from ..stats import SINCE_BOOT_SHIFT, THROTTLE_BITS
+from ..store import rawfile
+from .summary import spread
 
 # OEIS A000170: ways to place N non-attacking queens on an N x N board.
 # A solver that disagrees is broken, or runs on a board that miscalculates.

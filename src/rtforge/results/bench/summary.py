@@ -1,5 +1,5 @@
 """CPU benchmark runs (kind "bench", `rtforge bench cpu`): the raw results
-as stored and the statistics derived from them (benchcollect.py reads them
+as stored and the statistics derived from them (rawsteps.py reads them
 from a run's raw/, stress-ng's metrics output included).
 
 Stored in ``RunResult.bench`` -- raw values only, as for latency runs;
@@ -21,8 +21,8 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from .model import RunResult
-from .stats import run_header
+from ..model import RunResult
+from ..stats import run_header
 
 
 def spread(values_ns: list[int]) -> dict[str, float | int | None]:
