@@ -36,7 +36,7 @@ import numpy as np
 
 from rtforge.measure.session import run_latency
 from rtforge.measure.spec import LatencySpec
-from rtforge.results.collect import engine_cpu_s
+from rtforge.results.raw.finalize import engine_cpu_s
 from rtforge.results.stats import summarize_all
 from rtforge.results.store.runstore import Store
 

@@ -34,8 +34,8 @@ from pathlib import Path
 from .. import procfs
 from ..device.transport import safesh
 from ..errors import UserError
-from ..results.collect import finalize
 from ..results.model import RunResult
+from ..results.raw.finalize import finalize
 from ..results.store import rawfile
 from ..results.store.runstore import Store
 from .loads import STOP_GRACE_S

@@ -17,10 +17,10 @@ removed or changes meaning; ``from_dict`` must keep reading every version):
               files read with None and are ordered by their start time.
   4  2026-11  `trace` (latency --trace): rtla timerlat's auto-analysis, one
               record per analysed spike with `culprit`, the line shown for
-              it (results/timerlat.py); None without --trace.  `series`
-              gains per-CPU `irqs` and `irq_thread_pct`, `irq_thread_top`,
-              `irq_thread_top_pct` (probe_output.py).  Older files read
-              with None / without them.
+              it (results/raw/rtla_analysis.py); None without --trace.
+              `series` gains per-CPU `irqs` and `irq_thread_pct`,
+              `irq_thread_top`, `irq_thread_top_pct` (raw/probe.py).  Older
+              files read with None / without them.
   5  2026-11  `cpus[].hist.overflow` may be null: the file a run was imported
               from does not say how many samples fell beyond its histogram
               (the blog CSV); its percentiles are then lower bounds.
@@ -98,7 +98,7 @@ class RunResult:
     owner: dict[str, Any] | None = None                      # while running: pid + start ticks
     bench: dict[str, Any] | None = None                      # kind "bench": raw benchmark results
     stored_at: str | None = None                             # set by the store when first saved
-    trace: dict[str, Any] | None = None                      # --trace: analysed spikes (results/timerlat.py)
+    trace: dict[str, Any] | None = None                      # --trace: analysed spikes (raw/rtla_analysis.py)
     format_version: int = FORMAT_VERSION
 
     @property

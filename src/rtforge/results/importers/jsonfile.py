@@ -18,7 +18,7 @@ from datetime import UTC
 from email.utils import parsedate_to_datetime
 from typing import Any
 
-from ..cyclictest import cpus_from_json, json_field
+from ..raw.cyclictest import cpus_from_json, json_field
 from ..system import describe
 from .cmdline import DEFAULT_INTERVAL_US, parse_cmdline, thread_cpus
 from .cmdline import duration_s as _duration_s

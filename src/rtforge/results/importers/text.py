@@ -43,9 +43,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ...errors import UserError
-from ..cyclictest import STATUS_RE, cpus_from_status, last_status
 from ..hist import Histogram
 from ..model import CpuResult
+from ..raw.cyclictest import STATUS_RE, cpus_from_status, last_status
 from .cmdline import find_in_text, histogram_size, number, parse_cmdline, thread_cpus
 from .common import (
     EXPECTED,

@@ -32,8 +32,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from ..units import format_us
-from .store import rawfile
+from ...units import format_us
+from ..store import rawfile
 
 MAX_TRACE_FILES = 1000
 
