@@ -38,7 +38,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from rtforge.results.windows import bucket_index, encode_runs, parse_window, roll  # noqa: E402
+from rtforge.results.soak.windows import bucket_index, encode_runs, parse_window, roll  # noqa: E402
 
 S = 1_000_000_000
 WINDOW_S = 300
@@ -69,7 +69,7 @@ def _cpu_templates(rng: random.Random, n: int = 64) -> list[list[tuple[int, int]
 
 
 def _cpu(cpu: int, pairs: list[tuple[int, int]]) -> dict:
-    from rtforge.results.windows import bucket_hi, bucket_lo
+    from rtforge.results.soak.windows import bucket_hi, bucket_lo
     count = sum(c for _, c in pairs)
     lo, hi = bucket_lo(pairs[0][0]), bucket_hi(pairs[-1][0])
     mid = sum((bucket_lo(i) + bucket_hi(i)) // 2 * c for i, c in pairs)

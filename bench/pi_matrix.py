@@ -39,7 +39,7 @@ from rtforge.kernel.boards import load_boards
 from rtforge.kernel.boottest import boot_test
 from rtforge.kernel.build import BuildSpec, build_kernel
 from rtforge.kernel.kbuild import ccache_counts
-from rtforge.results.store import Store
+from rtforge.results.store.runstore import Store
 
 DEFAULT_SOURCES = ("debian:latest", "debian:6.12")
 

@@ -36,9 +36,9 @@ import numpy as np
 
 from rtforge.measure.session import run_latency
 from rtforge.measure.spec import LatencySpec
-from rtforge.results.collect import engine_cpu_s
+from rtforge.results.raw.finalize import engine_cpu_s
 from rtforge.results.stats import summarize_all
-from rtforge.results.store import Store
+from rtforge.results.store.runstore import Store
 
 MODES = {"together": ("probe", "together"), "spread": ("probe", "spread"), "cyclictest": ("cyclictest", "together")}
 METRICS = (("min_us", "min"), ("p99_us", "p99"), ("p999_us", "p99.9"), ("max_us", "max"),

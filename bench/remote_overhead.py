@@ -37,7 +37,7 @@ from rtforge.measure.launch import start_run  # noqa: E402
 from rtforge.measure.session import run_latency  # noqa: E402
 from rtforge.measure.spec import LatencySpec  # noqa: E402
 from rtforge.results.stats import summarize_all  # noqa: E402
-from rtforge.results.store import Store  # noqa: E402
+from rtforge.results.store.runstore import Store  # noqa: E402
 from tests.support.sshd import make_sshd  # noqa: E402
 
 TICK_S = 1 / os.sysconf("SC_CLK_TCK")

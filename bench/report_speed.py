@@ -29,7 +29,7 @@ from rtforge.report import document, plots
 from rtforge.results.hist import Histogram
 from rtforge.results.model import CpuResult, RunResult
 from rtforge.results.stats import show_dict
-from rtforge.results.store import Store
+from rtforge.results.store.runstore import Store
 
 CPUS, CYCLES, SECONDS = 4, 100_000_000, 24 * 3600
 

@@ -66,8 +66,8 @@ OPS = ["import", "show", "label", "delete", "runs (terminal)", "runs | cat", "ru
 def fill(root: Path, size: int) -> None:
     """A store of `size` runs in the real format (see the module's docstring)."""
     from rtforge.results.importers import import_file
-    from rtforge.results.runfolder import read_result
-    from rtforge.results.store import Store
+    from rtforge.results.store.runfolder import read_result
+    from rtforge.results.store.runstore import Store
 
     store = Store(root)
     templates = [import_file(path, store) for path in TEMPLATES]

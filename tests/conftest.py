@@ -20,7 +20,7 @@ REPO = Path(__file__).resolve().parents[1]
 os.environ.setdefault("RTFORGE_CACHE_DIR", str(REPO / ".cache" / "rtforge"))
 
 from rtforge.measure.probebuild import build_probe  # noqa: E402
-from rtforge.results.store import Store  # noqa: E402
+from rtforge.results.store.runstore import Store  # noqa: E402
 
 # the xdist groups and the budget printed at the end of every run
 from .support.budget import mark_groups, pytest_runtest_logreport, pytest_terminal_summary  # noqa: E402, F401

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from rtforge.results.store import Store
+from rtforge.results.store.runstore import Store
 
 from ..support.fleetboards import Rack
 from ..support.procs import pids

@@ -16,7 +16,7 @@ import re
 import pytest
 
 from rtforge.cli import main
-from rtforge.results.store import Store
+from rtforge.results.store.runstore import Store
 
 pytestmark = [pytest.mark.slow, pytest.mark.root, pytest.mark.guest]
 

@@ -30,7 +30,7 @@ from rtforge.kernel.boottest import expected_page_size
 from rtforge.kernel.build import build_kernel
 from rtforge.kernel.kconfig import read_config
 from rtforge.report.verdict import report_warnings
-from rtforge.results.store import Store
+from rtforge.results.store.runstore import Store
 
 from ..support.testkernels import ARM64_OPTIONS, spec_of
 

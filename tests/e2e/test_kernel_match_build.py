@@ -51,7 +51,7 @@ from rtforge.kernel.build import BuildSpec, build_kernel
 from rtforge.kernel.kconfig import parse_config, read_config
 from rtforge.kernel.running import read_running
 from rtforge.kernel.sources import prepare_source
-from rtforge.results.store import Store
+from rtforge.results.store.runstore import Store
 
 from ..support.qemu_user import EM_AARCH64, elf_facts
 from ..support.rpirepo import TAG

@@ -26,8 +26,8 @@ import time
 import pytest
 
 from rtforge.cli import main
-from rtforge.results.timerlat import parse as parse_timerlat
-from rtforge.results.windows import read_events, read_windows
+from rtforge.results.raw.rtla_analysis import parse as parse_timerlat
+from rtforge.results.soak.windows import read_events, read_windows
 
 from ..support.rtguest import HOG, HOG_CMD
 
@@ -171,10 +171,11 @@ def test_reboot_into_another_kernel_then_an_alert_keeps_rtlas_analysis(rt_guest,
     figure(capsys, "rtla outputs kept / analyses read / naming the hog",
            (len(outputs), len(spikes), sum(map(names_the_hog, spikes))))
     unread = [name for name, text in outputs.items() if "hit stop tracing" in text and not parse_timerlat(text)]
-    if unread:  # said, not failed: rtla's text is results/timerlat.py's to read
+    if unread:  # said, not failed: rtla's text is results/raw/rtla_analysis.py's to read
         with capsys.disabled():
             for name in unread:
-                print(f"[monitor guest] an analysis results/timerlat.py does not read, {name}:\n{outputs[name]}")
+                print(f"[monitor guest] an analysis results/raw/rtla_analysis.py does not read, {name}:\n"
+                      f"{outputs[name]}")
     again = read_windows(folder)  # fetched again and again: each window once
     assert len(again) >= len(stored) and len({w.key for w in again}) == len(again)
     alerts = [w for w in again if w.alert]

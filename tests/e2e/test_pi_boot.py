@@ -32,7 +32,7 @@ from rtforge.device.deploy.bundle import open_bundle
 from rtforge.kernel.boottest import boot_test
 from rtforge.kernel.build import BuildSpec, build_kernel
 from rtforge.kernel.kconfig import read_config
-from rtforge.results.store import Store
+from rtforge.results.store.runstore import Store
 
 from ..support import testkernels
 

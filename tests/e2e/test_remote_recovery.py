@@ -16,7 +16,7 @@ from rtforge.cli import main
 from rtforge.measure.launch import start_run
 from rtforge.measure.runner import busy_with
 from rtforge.measure.spec import LatencySpec
-from rtforge.results.store import Store
+from rtforge.results.store.runstore import Store
 
 from ..support.remoteboard import (
     RUNS,

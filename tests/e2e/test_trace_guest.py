@@ -17,7 +17,7 @@ import json
 import pytest
 
 from rtforge.cli import main
-from rtforge.results.store import Store
+from rtforge.results.store.runstore import Store
 
 from ..support.rtguest import HOG, HOG_CMD
 

@@ -18,9 +18,9 @@ from rtforge.cli import main
 from rtforge.errors import UserError
 from rtforge.measure.bench import BenchSpec, parse_threads, run_bench
 from rtforge.measure.probebuild import build_program
-from rtforge.results.bench import parse_stress_ng_metrics
+from rtforge.results.bench.rawsteps import parse_stress_ng_metrics
 from rtforge.results.model import FORMAT_VERSION
-from rtforge.results.store import Store
+from rtforge.results.store.runstore import Store
 
 from ..support import procs
 from ..support.nqueens import A000170

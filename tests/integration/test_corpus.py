@@ -17,7 +17,7 @@ import pytest
 from rtforge.cli import main
 from rtforge.results.importers import import_file
 from rtforge.results.stats import summarize_cpu
-from rtforge.results.store import Store
+from rtforge.results.store.runstore import Store
 
 CORPUS = Path(__file__).parents[1] / "corpus" / "cyclictest"
 SOURCES = {row["filename"]: row for row in csv.DictReader(open(CORPUS / "SOURCES.tsv"), delimiter="\t")}

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from rtforge.cli import main
-from rtforge.results.store import Store
+from rtforge.results.store.runstore import Store
 
 GOLDEN = Path(__file__).parents[1] / "golden" / "cyclictest"
 ESC = "\x1b"

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from rtforge.cli import main
-from rtforge.results.store import Store
+from rtforge.results.store.runstore import Store
 
 from ..support.browser import layout, screenshot
 from ..support.runs import run, us_cpu

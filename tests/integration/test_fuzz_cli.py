@@ -33,7 +33,7 @@ from hypothesis import strategies as st
 from rtforge.cli import main
 from rtforge.results.hist import Histogram
 from rtforge.results.model import CpuResult, RunResult
-from rtforge.results.store import Store
+from rtforge.results.store.runstore import Store
 
 from ..support.bootfiles import tiny_pi4_bundle
 

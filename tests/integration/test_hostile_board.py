@@ -23,7 +23,7 @@ from rtforge.device import SshTransport
 from rtforge.errors import UserError
 from rtforge.measure.launch import start_run
 from rtforge.measure.spec import LatencySpec
-from rtforge.results.store import Store
+from rtforge.results.store.runstore import Store
 
 from .test_hostile_store import cli, running_run
 

@@ -20,7 +20,7 @@ from rtforge import procfs
 from rtforge.cli import main
 from rtforge.measure.lifecycle import boot_id
 from rtforge.results.importers import import_file
-from rtforge.results.store import Store
+from rtforge.results.store.runstore import Store
 
 GOLDEN = Path(__file__).parents[1] / "golden" / "cyclictest"
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from rtforge.cli import main
 from rtforge.report.verdict import verdict
-from rtforge.results.store import Store
+from rtforge.results.store.runstore import Store
 
 CORPUS = Path(__file__).parents[1] / "corpus" / "cyclictest"
 

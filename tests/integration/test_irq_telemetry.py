@@ -129,7 +129,7 @@ def test_a_stored_run_keeps_the_interrupt_series(tmp_path, capsys):
     rd = ["--results-dir", str(tmp_path / "results")]
     assert main(["latency", "--duration", "3s", "--cpus", "0", "--json", *rd]) == 0
     capsys.readouterr()
-    from rtforge.results.store import Store
+    from rtforge.results.store.runstore import Store
 
     store = Store(tmp_path / "results")
     s = store.load(store.resolve("last")).series

@@ -17,7 +17,7 @@ import pytest
 from rtforge.cli import main
 from rtforge.measure.session import run_latency
 from rtforge.measure.spec import LatencySpec
-from rtforge.results.store import Store
+from rtforge.results.store.runstore import Store
 
 from ..support import procs
 from ..support.remoteboard import run_sessions, session_members

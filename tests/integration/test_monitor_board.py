@@ -18,7 +18,7 @@ import pytest
 
 from rtforge.cli import main
 from rtforge.monitor.spec import PROGRAM
-from rtforge.results.windows import read_events, read_windows
+from rtforge.results.soak.windows import read_events, read_windows
 
 from ..support.procs import start_cli
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from rtforge.cli import main
-from rtforge.results.windows import read_events, read_windows
+from rtforge.results.soak.windows import read_events, read_windows
 
 from ..support.procs import start_cli
 

@@ -18,7 +18,15 @@ from pathlib import Path
 
 import pytest
 
-from rtforge.results.windows import bucket_hi, bucket_index, bucket_lo, read_events, read_rollups, read_windows, roll
+from rtforge.results.soak.windows import (
+    bucket_hi,
+    bucket_index,
+    bucket_lo,
+    read_events,
+    read_rollups,
+    read_windows,
+    roll,
+)
 
 pytestmark = pytest.mark.root
 

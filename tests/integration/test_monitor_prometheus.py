@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from rtforge.results.windows import read_windows
+from rtforge.results.soak.windows import read_windows
 
 from ..support import promstack
 

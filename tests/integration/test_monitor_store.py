@@ -1,5 +1,5 @@
 """A board's soak history in the store at months' scale (issue 34): the
-index of its fetched folder (results/monitordb.py) made at fetch, record
+index of its fetched folder (results/soak/windowsdb.py) made at fetch, record
 by record, rebuilt from the files when missing or damaged -- so a store
 made before it existed opens and is indexed once -- and `trend` read from
 it, by span, with its verdict as the exit status.  The folders are written
@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from rtforge.cli import main
-from rtforge.results.monitordb import NAME, MonitorDB
-from rtforge.results.trend import Rule, kernel_spans
-from rtforge.results.windows import parse_window, read_events, read_rollups, read_windows, roll
+from rtforge.results.soak.promotion import Rule, kernel_spans
+from rtforge.results.soak.windows import parse_window, read_events, read_rollups, read_windows, roll
+from rtforge.results.soak.windowsdb import NAME, MonitorDB
 
 from ..support.soakdata import S, window, write_events, write_windows
 

@@ -130,7 +130,7 @@ def test_runner_on_busybox_as_a_pi_1(pi1_userland, tmp_path):
     benchmark (no real-time privilege needed) started, followed, fetched
     with every file checked, stored."""
     from rtforge.measure.bench import BenchSpec, run_bench
-    from rtforge.results.store import Store
+    from rtforge.results.store.runstore import Store
 
     store = Store(tmp_path / "results")
     result = run_bench(BenchSpec(n=7, threads=[1], repeat=2, warmup=0, stress_s=0), store, transport=pi1_userland)

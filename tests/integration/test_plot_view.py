@@ -12,7 +12,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 
 from rtforge.cli import main
 from rtforge.report import plots
-from rtforge.results.store import Store
+from rtforge.results.store.runstore import Store
 
 from ..support.runs import run, us_cpu
 from .test_report_view import axes_ticks, tick_number

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from rtforge.results import collect
 from rtforge.results.model import RunResult
-from rtforge.results.probe_output import read_jsonl, read_probe_json
+from rtforge.results.raw.finalize import finalize
+from rtforge.results.raw.probe import read_jsonl, read_probe_json
 from rtforge.results.stats import telemetry_summary
 
 from ..conftest import run_probe
@@ -71,7 +71,7 @@ def test_pi_metadata_and_telemetry_from_fixture_tree(probe, tmp_path):
     result = RunResult(run_id="x", engine="probe", state="running", host="pi", start_time="2026-01-01T00:00:00+00:00")
     (tmp_path / "run-dir").mkdir()
     out.rename(tmp_path / "run-dir" / "raw")   # a run folder holds its raw/ (a link there would be refused)
-    collect.finalize(result, tmp_path / "run-dir")
+    finalize(result, tmp_path / "run-dir")
     assert result.state == "complete" and result.system["preempt_model"] == "rt"
     summary = telemetry_summary(result.telemetry)
     assert summary["throttled_seen"] is True

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from rtforge.results.hist import PERCENTILES
-from rtforge.results.probe_output import cpus_from_probe, read_jsonl, read_probe_json
+from rtforge.results.raw.probe import cpus_from_probe, read_jsonl, read_probe_json
 
 from ..conftest import run_probe
 

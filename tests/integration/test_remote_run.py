@@ -24,7 +24,7 @@ from rtforge.measure.loads import LoadProfile, load_profiles
 from rtforge.measure.runner import BASE_DIR, runner_text
 from rtforge.measure.session import collect, follow
 from rtforge.measure.spec import LatencySpec
-from rtforge.results.store import Store
+from rtforge.results.store.runstore import Store
 
 from ..support.remoteboard import RUNS, clean_board, run_sessions, session_members, wait_for, wait_gone
 

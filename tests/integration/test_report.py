@@ -19,7 +19,7 @@ from rtforge.report import document, plots
 from rtforge.report.compare import compare_runs
 from rtforge.results.hist import Histogram
 from rtforge.results.model import CpuResult, RunResult
-from rtforge.results.store import Store
+from rtforge.results.store.runstore import Store
 
 from ..conftest import run_probe
 

@@ -15,7 +15,7 @@ import pytest
 from rtforge.cli import main
 from rtforge.report import plots
 from rtforge.results.importers import import_file
-from rtforge.results.store import Store
+from rtforge.results.store.runstore import Store
 
 from ..support.browser import layout, screenshot
 from ..support.runs import run, us_cpu

@@ -17,9 +17,9 @@ import pytest
 
 from rtforge.cli import main
 from rtforge.measure.spec import LatencySpec
-from rtforge.results.collect import EARLY_S, early_worst
 from rtforge.results.model import RunResult
-from rtforge.results.store import Store
+from rtforge.results.raw.finalize import EARLY_S, early_worst
+from rtforge.results.store.runstore import Store
 
 from ..support.remoteboard import cli_env, run_sessions, session_members, start_cli, tagged, wait_for
 

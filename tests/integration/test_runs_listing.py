@@ -20,7 +20,7 @@ from rich.cells import cell_len
 
 from rtforge.cli import main
 from rtforge.results.importers import import_file
-from rtforge.results.store import Store
+from rtforge.results.store.runstore import Store
 
 from ..support.procs import run_on_pty
 from ..support.runs import copies

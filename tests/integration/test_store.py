@@ -13,7 +13,7 @@ from rtforge.errors import UserError
 from rtforge.measure import lifecycle
 from rtforge.results.hist import Histogram
 from rtforge.results.model import FORMAT_VERSION, CpuResult, RunResult
-from rtforge.results.store import Store
+from rtforge.results.store.runstore import Store
 
 
 def make_run(store: Store, label="x", max_ns=50_000, start="2026-01-01T00:00:00+00:00", **kw) -> RunResult:

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from rtforge.cli import main
-from rtforge.results.store import Store
+from rtforge.results.store.runstore import Store
 
 GOLDEN = Path(__file__).parents[1] / "golden" / "cyclictest"
 FILES = ["hist.txt", "run.json", "summary.txt"]

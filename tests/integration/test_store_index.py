@@ -15,10 +15,10 @@ import pytest
 
 from rtforge.cli import main
 from rtforge.results.importers import import_file
-from rtforge.results.index import COLUMNS, _row
-from rtforge.results.runfolder import file_key, read_result
-from rtforge.results.runquery import RunQuery, since_utc
-from rtforge.results.store import Store
+from rtforge.results.store.indexdb import COLUMNS, _row
+from rtforge.results.store.runfolder import file_key, read_result
+from rtforge.results.store.runquery import RunQuery, since_utc
+from rtforge.results.store.runstore import Store
 
 from ..support.runs import copies
 

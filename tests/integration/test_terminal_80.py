@@ -16,7 +16,7 @@ import pytest
 from rich.cells import cell_len
 
 from rtforge.results.importers import import_file
-from rtforge.results.store import Store
+from rtforge.results.store.runstore import Store
 
 from ..support.procs import run_on_pty
 from ..support.runs import run, us_cpu

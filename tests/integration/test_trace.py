@@ -14,7 +14,7 @@ from rtforge.device import LocalTransport
 from rtforge.errors import UserError
 from rtforge.measure import trace
 from rtforge.measure.spec import LatencySpec
-from rtforge.results import timerlat
+from rtforge.results.raw import rtla_analysis
 
 
 def _tracers() -> list[str]:
@@ -115,7 +115,7 @@ def _fixture(name: str) -> str:
 
 
 def test_parse_the_documentation_example():
-    (s,) = timerlat.parse(_fixture("docs-top-example.txt"))
+    (s,) = rtla_analysis.parse(_fixture("docs-top-example.txt"))
     assert (s["cpu"], s["kind"], s["total_us"], s["irq_latency_us"]) == (23, "thread", 41.96, 28.13)
     assert s["parts"]["irq_delay"] == {"us": 27.49, "pct": 65.52}
     assert s["parts"]["irq_duration"] == {"us": 9.59, "pct": 22.85}
@@ -123,44 +123,44 @@ def test_parse_the_documentation_example():
     assert s["blocking"] == {"comm": "objtool", "pid": 49256, "us": 3.79}
     assert s["stack"][0] == "timerlat_irq" and s["stack"][-1] == "entry_SYSCALL_64_after_hwframe"
     assert len(s["stack"]) == 19
-    assert timerlat.interrupted_frame(s["stack"]) == "_raw_spin_unlock_irqrestore"
-    assert timerlat.culprit(s) == ("timer IRQ delayed 27.5 µs: IRQs off in objtool:49256 "
+    assert rtla_analysis.interrupted_frame(s["stack"]) == "_raw_spin_unlock_irqrestore"
+    assert rtla_analysis.culprit(s) == ("timer IRQ delayed 27.5 µs: IRQs off in objtool:49256 "
                                    "in _raw_spin_unlock_irqrestore")
 
 
 def test_parse_thread_stop_with_interference():
-    (s,) = timerlat.parse(_fixture("thread-irq-interference.txt"))
+    (s,) = rtla_analysis.parse(_fixture("thread-irq-interference.txt"))
     assert (s["cpu"], s["kind"], s["total_us"], s["previous_irq_us"]) == (2, "thread", 87.44, 1.48)
     assert s["blocking"] == {"comm": "stress-ng-hdd", "pid": 1873, "us": 9.31}
     assert s["interference"]["irq"] == [{"name": "mmc1", "number": 38, "us": 58.40},
                                         {"name": "arch_timer", "number": 11, "us": 3.47}]
     assert s["interference"]["thread"] == [{"name": "irq/38-mmc1", "number": 143, "us": 10.70}]
-    assert timerlat.interrupted_frame(s["stack"]) is None  # only the arm64 entry frames: user space ran
-    assert timerlat.culprit(s) == "IRQ handlers took 61.9 µs (mmc1:38 58.4 µs, arch_timer:11 3.5 µs)"
+    assert rtla_analysis.interrupted_frame(s["stack"]) is None  # only the arm64 entry frames: user space ran
+    assert rtla_analysis.culprit(s) == "IRQ handlers took 61.9 µs (mmc1:38 58.4 µs, arch_timer:11 3.5 µs)"
     # --dump-tasks' lines after the block are not the spike's
     assert all(i["name"] != "timerlat/2" for i in s["interference"]["irq"] + s["interference"]["thread"])
 
 
 def test_parse_irq_stops_and_a_cut_off_block():
-    spikes = timerlat.parse(_fixture("irq-stop-two-cpus.txt"))
+    spikes = rtla_analysis.parse(_fixture("irq-stop-two-cpus.txt"))
     assert [(s["cpu"], s["kind"], s["total_us"]) for s in spikes] == [(0, "irq", 122.29), (1, "irq", 44.86)]
     a, b = spikes
     assert a["blocking"] == {"comm": "kworker/0:1", "pid": 4211, "us": None}
     assert a["parts"]["nmi"] == {"us": 2.01, "pct": 1.64} and not a["exit_from_idle"]
-    assert timerlat.culprit(a) == ("timer IRQ delayed 118.0 µs: IRQs off in kworker/0:1:4211 "
+    assert rtla_analysis.culprit(a) == ("timer IRQ delayed 118.0 µs: IRQs off in kworker/0:1:4211 "
                                    "in i915_gem_object_pin_pages")
     assert b["exit_from_idle"] and b["blocking"]["comm"] == "swapper/1"
-    assert timerlat.culprit(b) == "timer IRQ 41.8 µs late leaving idle in cpuidle_enter_state"
+    assert rtla_analysis.culprit(b) == "timer IRQ 41.8 µs late leaving idle in cpuidle_enter_state"
 
 
 def test_a_breakdown_that_does_not_add_up_blames_no_one():
     """A part longer than the whole latency (a TCG guest's clock jumped: a
     79 s IRQ delay in a 1.5 s spike, seen in CI) is named as such, not read
     as "IRQs off" in whichever thread happened to be listed."""
-    (s,) = timerlat.parse(_fixture("docs-top-example.txt"))
+    (s,) = rtla_analysis.parse(_fixture("docs-top-example.txt"))
     s["parts"]["irq_delay"] = {"us": 79267040.2, "pct": 5172.67}
     s["total_us"] = 1532421.07
-    assert timerlat.culprit(s) == ("no one to blame: rtla's breakdown does not add up (irq delay 79,267,040.2 µs "
+    assert rtla_analysis.culprit(s) == ("no one to blame: rtla's breakdown does not add up (irq delay 79,267,040.2 µs "
                                    "in a 1,532,421.1 µs latency), a clock jump rather than a thread")
 
 
@@ -169,22 +169,22 @@ def test_a_negative_latency_is_read_and_blames_no_one():
     (the probe's own figure at that moment: 2213604 µs) printed as a
     negative thread latency with negative shares.  Before, the block was
     dropped and its thread list read into the IRQ interference."""
-    (s,) = timerlat.parse(_fixture("negative-thread-latency.txt"))
+    (s,) = rtla_analysis.parse(_fixture("negative-thread-latency.txt"))
     assert s["kind"] == "thread" and s["total_us"] == -2081686.34
     assert s["parts"]["thread"] == {"us": 799796.22, "pct": -38.42}
     assert [(t["name"], t["number"]) for t in s["interference"]["thread"]] == \
         [("rtla", 361), ("rtforge-hog", 275), ("rtprobe", 364)]
     assert {i["name"] for i in s["interference"]["irq"]} == {"local_timer"}
     assert len(s["interference"]["irq"]) == 197
-    assert timerlat.culprit(s) == ("no one to blame: rtla printed a negative latency (-2,081,686.3 µs), a figure "
+    assert rtla_analysis.culprit(s) == ("no one to blame: rtla printed a negative latency (-2,081,686.3 µs), a figure "
                                    "out of its range, not a time")
 
 
 def test_parse_ignores_other_output():
-    assert timerlat.parse("") == []
-    assert timerlat.parse("rtla timerlat hit stop tracing\nSaving trace to timerlat_trace.txt\n") == []
+    assert rtla_analysis.parse("") == []
+    assert rtla_analysis.parse("rtla timerlat hit stop tracing\nSaving trace to timerlat_trace.txt\n") == []
     text = _fixture("docs-top-example.txt")
-    assert timerlat.parse(text.replace("Thread latency", "Thread  latency")) == []  # no total: not a result
+    assert rtla_analysis.parse(text.replace("Thread latency", "Thread  latency")) == []  # no total: not a result
 
 
 def test_read_run_times_each_spike_into_the_run(tmp_path):
@@ -196,12 +196,12 @@ def test_read_run_times_each_spike_into_the_run(tmp_path):
     (raw / "trace" / "2.out").write_text(_fixture("irq-stop-two-cpus.txt"))
     (raw / "trace" / "3.out").write_text("")  # stopped with the run: nothing analysed
     (raw / "trace" / "index").write_text("1 1000.40 1012.00 0\n2 1012.30 1030.75 0\n3 1031.00 1040.00 0\n")
-    t = timerlat.read_run(raw)
+    t = rtla_analysis.read_run(raw)
     assert t["rtla_runs"] == 3 and not t["limit_reached"]
     assert [(s["cpu"], s["t_s"]) for s in t["spikes"]] == [(2, 11.5), (0, 30.2), (1, 30.2)]
     assert t["max_idle_exit"] == {"us": 6.12, "cpu": 3}
     assert all(s["culprit"] for s in t["spikes"])
-    assert timerlat.read_run(tmp_path) is None  # a run without --trace
+    assert rtla_analysis.read_run(tmp_path) is None  # a run without --trace
 
 
 # -- the runner's rtla loop (runner.sh `trace`), for real in dash; rtla itself
@@ -228,7 +228,7 @@ def test_runner_restarts_rtla_after_each_analysis_up_to_the_limit(tmp_path):
     assert r.returncode == 0 and r.stdout.strip() == "limit 3", r
     index = (d / "raw" / "trace" / "index").read_text().splitlines()
     assert [line.split()[0] for line in index] == ["1", "2", "3"] and all(line.split()[3] == "0" for line in index)
-    assert len(timerlat.read_run(d / "raw")["spikes"]) == 3
+    assert len(rtla_analysis.read_run(d / "raw")["spikes"]) == 3
 
 
 def test_runner_stops_rtla_with_sigint_and_does_not_restart(tmp_path):
@@ -248,7 +248,7 @@ def test_runner_stops_rtla_with_sigint_and_does_not_restart(tmp_path):
     assert p.wait(timeout=10) == 0
     assert (d / "raw" / "trace" / "1.out").read_text() == "stopped by INT\n"
     assert not (d / "raw" / "trace" / "2.out").exists()
-    assert timerlat.read_run(d / "raw")["spikes"] == []
+    assert rtla_analysis.read_run(d / "raw")["spikes"] == []
 
 
 # -- show and the report: one line per traced spike, with its culprit
@@ -256,7 +256,7 @@ def test_runner_stops_rtla_with_sigint_and_does_not_restart(tmp_path):
 def _traced_run(tmp_path, capsys, irq: str = "mmc1") -> list[str]:
     """An imported run (the cyclictest golden output) given the trace of a
     run folder holding the fixtures' analyses, stored again."""
-    from rtforge.results.store import Store
+    from rtforge.results.store.runstore import Store
 
     golden = Path(__file__).parents[1] / "golden" / "cyclictest" / "run.json"
     rd = ["--results-dir", str(tmp_path / "results")]
@@ -268,7 +268,7 @@ def _traced_run(tmp_path, capsys, irq: str = "mmc1") -> list[str]:
     (raw / "trace" / "2.out").write_text(_fixture("irq-stop-two-cpus.txt"))
     store = Store(tmp_path / "results")
     r = store.load(store.resolve("last"))
-    r.trace = timerlat.read_run(raw)
+    r.trace = rtla_analysis.read_run(raw)
     store.save(r)
     capsys.readouterr()
     return rd
@@ -319,7 +319,7 @@ def test_an_rtla_that_failed_is_reported(tmp_path):
     (raw / "trace" / "1.out").write_text(_fixture("docs-top-example.txt"))
     (raw / "trace" / "2.out").write_text("Failed to enable timerlat tracer\n")
     (raw / "trace" / "index").write_text("1 10.0 20.0 0\n2 20.1 20.5 1\n")
-    t = timerlat.read_run(raw)
+    t = rtla_analysis.read_run(raw)
     assert len(t["spikes"]) == 1
     assert t["failed"] == ("rtla exited with status 1 (Failed to enable timerlat tracer): "
                            "see raw/trace/2.out")
@@ -330,7 +330,7 @@ def test_a_finished_run_collects_its_trace(tmp_path, capsys):
     """A real probe run here, given the trace files a --trace run's runner
     writes: finishing it stores the spikes, and an rtla failure as a warning."""
     from rtforge.measure import lifecycle
-    from rtforge.results.store import Store
+    from rtforge.results.store.runstore import Store
 
     rd = ["--results-dir", str(tmp_path / "results")]
     assert main(["latency", "--duration", "2s", "--cpus", "0", "--json", *rd]) == 0

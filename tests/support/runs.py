@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from rtforge.results.hist import Histogram
 from rtforge.results.model import CpuResult, RunResult
-from rtforge.results.store import Store
+from rtforge.results.store.runstore import Store
 
 from .nqueens import A000170
 

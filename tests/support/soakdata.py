@@ -10,7 +10,7 @@ import json
 from datetime import UTC
 from pathlib import Path
 
-from rtforge.results.windows import bucket_index, encode_runs
+from rtforge.results.soak.windows import bucket_index, encode_runs
 
 S = 1_000_000_000
 

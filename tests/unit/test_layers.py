@@ -1,5 +1,6 @@
 """The layers of docs/architecture.md, enforced: nothing imports from a layer
-above it, and inside device/ no room imports a room it is not allowed to."""
+above it, and inside device/ and results/ no room imports a room it is not
+allowed to."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ SHARED = {"errors", "paths", "procfs", "preempt", "tools", "units", "cpulist", "
 # transport (how a machine is reached, what it is) is below everything; the
 # firmware model and the kernel's state read through it; deploy changes what
 # boots; doctor judges the state; tune applies doctor's fixes through deploy.
-ROOMS = {
+DEVICE_ROOMS = {
     "transport": set(),
     "firmware": {"transport"},
     "state": {"transport"},
@@ -34,9 +35,27 @@ ROOMS = {
     "doctor": {"transport", "state"},
     "tune": {"transport", "firmware", "state", "deploy", "doctor"},
 }
+# results/ is in rooms around the run model, which stays at its top: what a
+# stored run is (model, schema, hist), what is derived from it (stats, checks,
+# system) and how its texts are shown (display).  The model imports no room.
+# Read downwards: the store (run folders, raw/ read through rawfile, the
+# index) is below every room that reads a run's files; soak, the monitor's
+# windows and the promotion rule, needs the model alone; bench reads its
+# steps' files through the store; raw finalizes a run from every engine's
+# output, a benchmark's through bench; the importers read files people
+# already have with raw's parsers and save them through the store.
+RESULTS_MODEL = {"model", "schema", "hist", "stats", "checks", "system", "display"}
+RESULTS_ROOMS = {
+    "store": set(),
+    "soak": set(),
+    "bench": {"store"},
+    "raw": {"store", "bench"},
+    "importers": {"store", "raw"},
+}
+ROOMS = {"device": DEVICE_ROOMS, "results": RESULTS_ROOMS}
 # layer -> the rooms of device/ it may use ("__init__": the transports device/ exports)
 DEVICE_USERS = {
-    "cli": {"__init__", *ROOMS},
+    "cli": {"__init__", *DEVICE_ROOMS},
     "fleet": {"transport", "deploy"},
     "kernel": {"firmware", "deploy", "transport"},  # --match reads a running kernel through a transport
     "measure": {"__init__", "transport"},
@@ -81,9 +100,10 @@ def imported_layers(path: Path, source: str | None = None) -> set[str]:
     return {parts[0] for parts in imported(path, source)}
 
 
-def imported_rooms(path: Path, source: str | None = None) -> set[str]:
-    """The rooms of device/ a file imports ("__init__": what device/ itself exports)."""
-    return {parts[1] if len(parts) > 1 else "__init__" for parts in imported(path, source) if parts[0] == "device"}
+def imported_rooms(path: Path, source: str | None = None, layer: str = "device") -> set[str]:
+    """The rooms of a layer (device/, results/) a file imports: of results/ also
+    the run model's modules; "__init__": what the layer itself exports."""
+    return {parts[1] if len(parts) > 1 else "__init__" for parts in imported(path, source) if parts[0] == layer}
 
 
 def test_no_layer_imports_from_above():
@@ -97,26 +117,45 @@ def test_no_layer_imports_from_above():
 
 def test_no_room_imports_a_room_it_may_not():
     bad = []
-    for room, allowed in ROOMS.items():
-        for path in (SRC / "device" / room).rglob("*.py"):
-            for target in imported_rooms(path) - allowed - {room}:
-                bad.append(f"{path.relative_to(SRC)} imports device/{target}")
+    for layer, rooms in ROOMS.items():
+        for room, allowed in rooms.items():
+            for path in (SRC / layer / room).rglob("*.py"):
+                # of results/, the run model's modules are no room: every room may use them
+                for target in (imported_rooms(path, layer=layer) - RESULTS_MODEL) - allowed - {room}:
+                    bad.append(f"{path.relative_to(SRC)} imports {layer}/{target}")
     assert bad == []
 
 
 def test_every_device_module_is_in_a_room():
     loose = sorted(p.name for p in (SRC / "device").glob("*.py") if p.name != "__init__.py")
     rooms = sorted(p.name for p in (SRC / "device").iterdir() if (p / "__init__.py").exists())
-    assert loose == [] and rooms == sorted(ROOMS)
+    assert loose == [] and rooms == sorted(DEVICE_ROOMS)
     assert imported_rooms(SRC / "device" / "__init__.py") == {"transport"}  # it exports the transports
 
 
+def test_every_results_module_is_the_model_or_in_a_room():
+    """results/ holds the run model side by side, at most 12 modules, and every other module in a room."""
+    loose = sorted(p.stem for p in (SRC / "results").glob("*.py") if p.name != "__init__.py")
+    rooms = sorted(p.name for p in (SRC / "results").iterdir() if (p / "__init__.py").exists())
+    assert loose == sorted(RESULTS_MODEL) and len(loose) <= 12
+    assert rooms == sorted(RESULTS_ROOMS)
+    assert not [p for p in (SRC / "results").rglob("*") if p.is_dir() and p.name != "__pycache__"
+                and not (p / "__init__.py").exists()]  # no folder that is a room without saying so
+
+
+def test_the_run_model_imports_no_room():
+    bad = [f"results/{name}.py imports results/{target}" for name in sorted(RESULTS_MODEL)
+           for target in imported_rooms(SRC / "results" / f"{name}.py", layer="results") - RESULTS_MODEL]
+    assert bad == []
+
+
 def test_the_rooms_form_no_cycle():
-    order: list[str] = []
-    while len(order) < len(ROOMS):
-        ready = [r for r, below in ROOMS.items() if r not in order and below <= set(order)]
-        assert ready, f"a cycle among {sorted(set(ROOMS) - set(order))}"
-        order += sorted(ready)
+    for layer, rooms in ROOMS.items():
+        order: list[str] = []
+        while len(order) < len(rooms):
+            ready = [r for r, below in rooms.items() if r not in order and below <= set(order)]
+            assert ready, f"a cycle among the rooms of {layer}/: {sorted(set(rooms) - set(order))}"
+            order += sorted(ready)
 
 
 def test_other_layers_use_only_their_rooms():
@@ -142,6 +181,8 @@ def test_relative_imports_of_a_package_are_seen():
     assert imported_layers(SRC / "device" / "x.py", source) == {"tools", "report", "__init__", "cli", "device"}
     rooms = "from ..transport.facts import x\nfrom ... import tools\nfrom rtforge.device import ssh\nfrom . import y\n"
     assert imported_rooms(SRC / "device" / "deploy" / "x.py", rooms) == {"transport", "__init__", "deploy"}
+    results = "from ..store import rawfile\nfrom .. import hist\nfrom . import probe\nfrom ...units import x\n"
+    assert imported_rooms(SRC / "results" / "raw" / "x.py", results, layer="results") == {"store", "hist", "raw"}
 
 
 def test_no_module_over_500_lines():

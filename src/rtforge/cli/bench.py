@@ -16,10 +16,10 @@ from rich.table import Table
 from ..device import board_host, open_transport
 from ..errors import UserError
 from ..measure.bench import DEFAULT_N, N_RANGE, BenchSpec, parse_threads, run_bench
-from ..results.bench import bench_show_dict, summarize_bench
+from ..results.bench.summary import bench_show_dict, summarize_bench
 from ..results.display import known
 from ..results.model import RunResult
-from ..results.store import Store
+from ..results.store.runstore import Store
 from .common import HOST_OPTIONAL, RESULTS_DIR, SSH_CONFIG, LiveLine, check_label
 from .render import Col, cell, fitted, make_console, print_table, shown
 

@@ -20,7 +20,7 @@ from ..measure.options import OPTIONS
 from ..results.display import clean
 from ..results.model import MAX_LABEL, RunResult
 from ..results.stats import show_dict
-from ..results.store import Store
+from ..results.store.runstore import Store
 from .render import make_console, print_result, us
 
 RESULTS_DIR = typer.Option(None, "--results-dir", envvar="RTFORGE_RESULTS_DIR",
@@ -182,5 +182,6 @@ def check_label(label: str) -> str:
     return label
 
 
-# a run id's start (<date>-<time>-<host>-<hex>, results/store.py) from any year 2000-2999: digits, or a date and on
+# a run id's start (<date>-<time>-<host>-<hex>, results/store/runstore.py) from any year 2000-2999:
+# digits, or a date and on
 ID_LIKE = re.compile(r"2[0-9]{0,7}|[0-9]{8}-[0-9A-Za-z._+-]*")

@@ -30,7 +30,7 @@ from ..fleet import drive, inventory
 from ..fleet.playbook import Interrupted
 from ..fleet.status import NOT_REACHED, WORDS, Live, exit_status, result_json
 from ..measure.options import OPTIONS
-from ..results.store import Store
+from ..results.store.runstore import Store
 from ..units import plural
 from . import forkserver
 from .common import RESULTS_DIR, err_console, latency_option

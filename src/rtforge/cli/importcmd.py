@@ -12,7 +12,7 @@ import typer
 from ..errors import UserError
 from ..preempt import PREEMPT_MODELS
 from ..results.stats import show_dict
-from ..results.store import Store
+from ..results.store.runstore import Store
 from ..units import shown
 from .common import RESULTS_DIR, check_label
 from .render import make_console, print_result

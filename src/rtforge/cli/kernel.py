@@ -21,7 +21,7 @@ from ..kernel.rtpatch import prepare_rt_tree
 from ..kernel.running import read_running
 from ..kernel.sources import SPEC_HELP, prepare_source
 from ..paths import resolved
-from ..results.store import Store
+from ..results.store.runstore import Store
 from ..units import parse_timeout_s
 from .common import RESULTS_DIR, LiveLine
 from .render import Col, fitted, make_console, print_table

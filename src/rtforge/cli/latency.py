@@ -24,7 +24,7 @@ from ..measure.launch import start_run
 from ..measure.loads import parse_loads
 from ..measure.options import OPTIONS
 from ..measure.spec import LatencySpec, available_cpus, parse_cpu_list, parse_duration, parse_int, parse_number
-from ..results.store import Store
+from ..results.store.runstore import Store
 from .common import (
     HOST_OPTIONAL,
     JSON,

@@ -17,10 +17,10 @@ import typer
 from .. import paths
 from ..device import LocalTransport, SshTransport
 from ..errors import UserError
-from ..results.monitorfolder import find_host
-from ..results.store import Store
-from ..results.trend import Rule
-from ..results.windows import Window, parse_window
+from ..results.soak.folder import find_host
+from ..results.soak.promotion import Rule
+from ..results.soak.windows import Window, parse_window
+from ..results.store.runstore import Store
 from ..units import format_span, format_us, parse_span_s, plural, shown
 from .common import HOST_OPTIONAL, RESULTS_DIR, SSH_CONFIG, err_console
 from .render import make_console

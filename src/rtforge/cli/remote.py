@@ -13,10 +13,10 @@ from ..device import board_host, open_transport
 from ..errors import UserError
 from ..measure.runner import NothingMeasured, Runner, list_runs, resolve_run
 from ..measure.session import collect
-from ..results.bench import bench_show_dict
+from ..results.bench.summary import bench_show_dict
 from ..results.model import RunResult
 from ..results.stats import show_dict
-from ..results.store import Store
+from ..results.store.runstore import Store
 from .common import HOST_REQUIRED, RESULTS_DIR, SSH_CONFIG, err_console
 from .render import make_console, us
 

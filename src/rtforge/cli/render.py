@@ -18,10 +18,9 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from ..results.display import clean, known, loads_text, other_latencies_line, priority_text
+from ..results.display import clean, known, loads_text, other_latencies_line, priority_text, spike_lines
 from ..results.model import RunResult
 from ..results.stats import irq_summary, percentile_text, summarize_all, summarize_cpu, telemetry_summary
-from ..results.timerlat import spike_lines
 from ..units import format_seconds, format_us
 
 

@@ -12,7 +12,7 @@ from ..errors import UserError
 from ..report.compare import compare_bench, compare_runs, one_kind
 from ..report.verdict import parse_cycle_time, verdict
 from ..results.display import known
-from ..results.store import Store
+from ..results.store.runstore import Store
 from .bench import print_bench_compare
 from .common import RESULTS_DIR, settled_store
 from .render import Col, cell, fitted, make_console, print_table, shown, us

@@ -13,9 +13,9 @@ from rich.table import Table
 from rich.text import Text
 
 from ..errors import UserError
-from ..results.index import IndexRow
-from ..results.runquery import RunQuery, check_text, since_utc
 from ..results.stats import show_dict
+from ..results.store.indexdb import IndexRow
+from ..results.store.runquery import RunQuery, check_text, since_utc
 from .common import RESULTS_DIR, RUN_HELP, check_label, settled_store
 from .render import Col, cell, clean, fitted, make_console, plain_table, print_result, shown, us
 
@@ -189,7 +189,7 @@ def show(
     result = store.load(store.resolve(run))
     if result.kind == "bench":
         # imported here: the bench's display needs numpy (~0.1 s), which listing and showing runs do not
-        from ..results.bench import bench_show_dict
+        from ..results.bench.summary import bench_show_dict
         from .bench import print_bench_result
 
         if as_json:

@@ -23,7 +23,7 @@ from typing import Any
 from ..device.deploy.bundle import open_bundle
 from ..device.transport.ssh import check_destination
 from ..errors import UserError
-from ..results.store import Store
+from ..results.store.runstore import Store
 from ..units import shown
 from . import playbook, settings
 from .campaign import Campaign, open_campaign

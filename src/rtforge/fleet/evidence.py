@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..results.model import RunResult
-from ..results.store import Store
+from ..results.store.runstore import Store
 from . import settings
 from .campaign import campaigns
 from .inventory import Inventory

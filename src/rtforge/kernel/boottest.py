@@ -37,9 +37,9 @@ from ..device.deploy.bundle import Bundle
 from ..device.deploy.manifest import kernel_problems
 from ..errors import UserError
 from ..measure.probebuild import CROSS, build_probe, build_program
-from ..results.collect import finalize
 from ..results.model import RunResult
-from ..results.store import Store
+from ..results.raw.finalize import finalize
+from ..results.store.runstore import Store
 from . import aarch32, initramfs
 from .boards import get_board
 from .console import Diagnosis, diagnose, explain_stop

@@ -32,9 +32,9 @@ from datetime import UTC, datetime
 
 from ..device import Transport
 from ..errors import UserError
-from ..results.benchcollect import GROWTH_PER_N
+from ..results.bench.rawsteps import GROWTH_PER_N
 from ..results.model import RunResult
-from ..results.store import Store
+from ..results.store.runstore import Store
 from ..signals import held_signals
 from .engines import EngineCommand
 from .launch import launch, prepare

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from ..results.cyclictest import last_status
+from ..results.raw.cyclictest import last_status
 from .spec import LatencySpec, format_cpu_list
 from .trace import rtla_argv
 

@@ -32,7 +32,7 @@ from ..device import ConnectionLost, Transport
 from ..device.transport import safesh
 from ..errors import UserError
 from ..results.model import RunResult
-from ..results.store import Store
+from ..results.store.runstore import Store
 from ..results.system import describe
 from ..signals import held_signals
 from . import trace as tracing

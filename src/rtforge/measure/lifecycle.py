@@ -9,7 +9,7 @@ transition of a run's state.
          that shows runs -- the runner's leftovers ended when the run is of
          this boot, then finished from the engine's last checkpoint (killed).
 
-The store (results/store.py) only reads and writes files and its index;
+The store (results/store/runstore.py) only reads and writes files and its index;
 nothing in it starts a process or sends a signal.  Settling is explicit:
 the commands that show runs call ``settle`` once, here.  What runs on this
 machine is always the runner rtforge ships (``runner_text``), never a copy
@@ -34,10 +34,10 @@ from pathlib import Path
 from .. import procfs
 from ..device.transport import safesh
 from ..errors import UserError
-from ..results import rawfile
-from ..results.collect import finalize
 from ..results.model import RunResult
-from ..results.store import Store
+from ..results.raw.finalize import finalize
+from ..results.store import rawfile
+from ..results.store.runstore import Store
 from .loads import STOP_GRACE_S
 
 log = logging.getLogger("rtforge")

@@ -29,15 +29,16 @@ from .. import paths
 from ..device import ConnectionLost, LocalTransport, Transport
 from ..device.transport import safesh
 from ..errors import UserError
-from ..results import rawfile
 from ..results.model import RunResult
-from ..results.store import Store
+from ..results.store import rawfile
+from ..results.store.runstore import Store
 from . import lifecycle
 from .engines import ProgressReader
 from .lifecycle import FINAL_STATES, runner_text
 
 BASE_DIR = safesh.BOARD_DIR
-# Everything a run's raw/ may hold (results/rawfile.py's bounds, the series and telemetry at most): more is not a run
+# Everything a run's raw/ may hold (results/store/rawfile.py's bounds, the series and telemetry at most):
+# more is not a run
 MAX_FETCH_BYTES = 12 << 30
 PROGRESS_FILES = {"probe": "series.jsonl", "cyclictest": "cyclictest.out", "nqueens": "steps.log"}
 _RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from ..device import ConnectionLost, LocalTransport, Transport
 from ..errors import UserError
 from ..results.model import RunResult
-from ..results.store import Store
+from ..results.store.runstore import Store
 from ..signals import held_signals
 from .launch import Started, start_run
 from .loads import HostFlood

@@ -17,7 +17,7 @@ from ..device import ConnectionLost, LocalTransport, Transport
 from ..device.transport.facts import read_facts_then
 from ..errors import UserError
 from ..paths import resolved
-from ..results.store import Store
+from ..results.store.runstore import Store
 from .loads import HOST_LOADS, tools_needed
 from .runner import BASE_DIR
 from .spec import parse_cpu_list

@@ -7,7 +7,7 @@ latency, the thread that was running and its stack, the IRQs, softirqs and
 threads that interfered.  One analysis per stop, so the runner starts rtla
 again after each (runner.sh `trace`) for as long as the engine measures,
 up to MAX_ANALYSES; the texts land in raw/trace/N.out and
-results/timerlat.py turns them into one line per spike.
+results/raw/rtla_analysis.py turns them into one line per spike.
 
 Before anything starts, the target is asked whether it can trace at all:
 tracefs mounted or mountable, `timerlat` among the kernel's tracers, and an

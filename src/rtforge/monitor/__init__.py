@@ -8,6 +8,6 @@ the run store.
     live      `monitor run`: the same measurement in the foreground
     fetch     the board's windows, hours, days, events and evidence into the store
 
-The windows themselves (reading, merging, rolling) are results/windows.py;
-the store's per-board folder is results/monitorfolder.py.
+The windows themselves (reading, merging, rolling) are results/soak/windows.py;
+the store's per-board folder is results/soak/folder.py.
 """

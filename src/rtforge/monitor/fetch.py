@@ -7,7 +7,7 @@ events) from where the last fetch stopped, the small replaced ones (state,
 pending, evidence) whole when they changed -- and the board sends each as a
 header line and its bytes.  Only whole lines are taken (a window being
 written is taken next time), each record goes into the store once
-(results/monitorfolder.py), and the cursor is saved last: a fetch cut short
+(results/soak/folder.py), and the cursor is saved last: a fetch cut short
 by Ctrl-C or a dropped link is simply done again.  Nothing on the board is
 changed or removed; the monitor's own rotation bounds it there.
 """
@@ -20,8 +20,8 @@ from pathlib import Path
 
 from ..device import Transport
 from ..errors import UserError
-from ..results.monitordb import MonitorDB
-from ..results.monitorfolder import MonitorFolder, host_name, wanted
+from ..results.soak.folder import MonitorFolder, host_name, wanted
+from ..results.soak.windowsdb import MonitorDB
 
 _LIST = r"""
 cd "$1" 2>/dev/null || exit 3

@@ -25,7 +25,7 @@ from ..errors import UserError
 from ..measure.probebuild import build_probe
 from ..measure.runner import BASE_DIR, busy_with
 from ..results.schema import Damaged
-from ..results.windows import Window, parse_window
+from ..results.soak.windows import Window, parse_window
 from ..signals import deferred_signals, held_signals
 from . import board
 from .service import UNIT

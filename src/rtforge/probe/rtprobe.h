@@ -25,7 +25,7 @@
 
 #define PROBE_VERSION "1.0"
 /* probe.json layout; bump when a field changes meaning (history in
- * rtforge/results/probe_output.py). */
+ * rtforge/results/raw/probe.py). */
 #define PROBE_FORMAT 1
 
 #define NSEC_PER_SEC 1000000000LL

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import UserError
-from ..results.bench import summarize_bench
+from ..results.bench.summary import summarize_bench
 from ..results.display import loads_text
 from ..results.model import RunResult
 from ..results.stats import percentile_text, summarize_all

@@ -29,10 +29,10 @@ from ..results.display import (
     other_latencies_line,
     priority_text,
     run_command,
+    spike_lines,
 )
 from ..results.model import RunResult
 from ..results.stats import percentile_text, summarize_cpu, telemetry_summary
-from ..results.timerlat import spike_lines
 from ..units import article, format_ns, format_seconds, format_us
 from . import plots
 from .compare import compare_runs

@@ -11,7 +11,7 @@
                            report
 
 `load_trend(folder, rule)` reads a board's fetched folder
-(results/monitorfolder.py) into what both need.
+(results/soak/folder.py) into what both need.
 """
 
 from __future__ import annotations
@@ -27,9 +27,18 @@ from matplotlib.dates import AutoDateLocator, ConciseDateFormatter, date2num
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from ..results.display import clean, md_cell
-from ..results.monitordb import MonitorDB
-from ..results.trend import KernelSpan, Rule, Verdict, changes, evaluate, gaps, kernel_spans, limits
-from ..results.windows import P9999, Reading, Rollup, Window, merged_histogram, parse_rollup, read_records, read_windows
+from ..results.soak.promotion import KernelSpan, Rule, Verdict, changes, evaluate, gaps, kernel_spans, limits
+from ..results.soak.windows import (
+    P9999,
+    Reading,
+    Rollup,
+    Window,
+    merged_histogram,
+    parse_rollup,
+    read_records,
+    read_windows,
+)
+from ..results.soak.windowsdb import MonitorDB
 from ..units import format_us, plural
 from .plotting import PALETTE, SMALL, WORST, Figure, inline_svg, linear_ticks, number_ticks, plain, power_ticks
 
@@ -49,7 +58,7 @@ class HostTrend:
 
 def load_trend(folder: Path, host: str, rule: Rule, since_ns: int | None = None,
                until_ns: int | None = None) -> HostTrend:
-    """A board's trend from the store's index of its folder (results/monitordb.py):
+    """A board's trend from the store's index of its folder (results/soak/windowsdb.py):
     the windows' figures and the hours' merged histograms of the span asked,
     never the windows' own histograms, which months of them would make
     gigabytes of."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import shlex
+from typing import Any
 
 
 def clean(value: object) -> str:
@@ -107,3 +108,27 @@ def other_latencies_line(run) -> str | None:
         worst, cpu = max(maxes, key=lambda m: m[0])
         parts.append(f"{name} max {worst / 1000:,.1f} µs (CPU {clean(cpu)})")
     return "rtla also measured: " + ", ".join(parts) if parts else None
+
+
+SHOWN = 20  # spike lines shown by `show` and the report, largest first
+
+
+def spike_lines(trace: dict[str, Any] | None, n: int = SHOWN) -> list[str]:
+    """One line per analysed spike, largest first: when, how late, the culprit.
+    Read from a stored result, so every value may be anything: what is not
+    the expected type is shown as unknown, never an error."""
+    if not isinstance(trace, dict):
+        return []
+    spikes = [s for s in trace.get("spikes") or [] if isinstance(s, dict)]
+    spikes.sort(key=lambda s: -(s["total_us"] if isinstance(s.get("total_us"), (int, float)) else 0))
+    lines = []
+    for s in spikes[:n]:
+        t = s.get("t_s")
+        when = f" at {t:g} s" if isinstance(t, (int, float)) else ""
+        total = s.get("total_us")
+        late = f"{total:.1f} µs" if isinstance(total, (int, float)) else "? µs"
+        kind = s.get("kind") if s.get("kind") in ("irq", "thread") else "?"
+        lines.append(f"CPU {s.get('cpu')}{when}: {late} ({kind} latency) — {s.get('culprit') or 'no breakdown'}")
+    if len(spikes) > n:
+        lines.append(f"… and {len(spikes) - n} smaller analysed spikes (raw/trace/ of the run)")
+    return lines

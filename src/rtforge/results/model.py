@@ -10,17 +10,17 @@ removed or changes meaning; ``from_dict`` must keep reading every version):
   1  2026-11  first version: latency runs from the probe and cyclictest.
   2  2026-11  `bench`: CPU benchmark runs (kind "bench", `rtforge bench cpu`):
               raw N-queens solve times per thread count and stress-ng
-              metrics (results/bench.py); None for latency runs.  Version 1
-              files read as runs without it.
+              metrics (results/bench/summary.py); None for latency runs.
+              Version 1 files read as runs without it.
   3  2026-11  `stored_at`: when the run entered the store (ISO 8601, UTC, µs),
               set by the store; `last` means the run stored last.  Older
               files read with None and are ordered by their start time.
   4  2026-11  `trace` (latency --trace): rtla timerlat's auto-analysis, one
               record per analysed spike with `culprit`, the line shown for
-              it (results/timerlat.py); None without --trace.  `series`
-              gains per-CPU `irqs` and `irq_thread_pct`, `irq_thread_top`,
-              `irq_thread_top_pct` (probe_output.py).  Older files read
-              with None / without them.
+              it (results/raw/rtla_analysis.py); None without --trace.
+              `series` gains per-CPU `irqs` and `irq_thread_pct`,
+              `irq_thread_top`, `irq_thread_top_pct` (raw/probe.py).  Older
+              files read with None / without them.
   5  2026-11  `cpus[].hist.overflow` may be null: the file a run was imported
               from does not say how many samples fell beyond its histogram
               (the blog CSV); its percentiles are then lower bounds.
@@ -98,7 +98,7 @@ class RunResult:
     owner: dict[str, Any] | None = None                      # while running: pid + start ticks
     bench: dict[str, Any] | None = None                      # kind "bench": raw benchmark results
     stored_at: str | None = None                             # set by the store when first saved
-    trace: dict[str, Any] | None = None                      # --trace: analysed spikes (results/timerlat.py)
+    trace: dict[str, Any] | None = None                      # --trace: analysed spikes (raw/rtla_analysis.py)
     format_version: int = FORMAT_VERSION
 
     @property

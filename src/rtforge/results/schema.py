@@ -175,11 +175,7 @@ def check_result(d: Any) -> None:
         raise Damaged("owner lacks 'pid'")
     _check_bench(d.get("bench") or {})
     if d.get("trace") is not None:
-        _fields("trace", d["trace"], TRACE)
-        for i, sp in enumerate(d["trace"].get("spikes") or []):
-            _fields(f"trace.spikes[{i}]", sp, TRACE_SPIKE)
-            if "cpu" not in sp:
-                raise Damaged(f"trace.spikes[{i}] lacks 'cpu'")
+        _check_trace(d["trace"])
     if d.get("series") is not None:
         _check_series(d["series"])
     if d.get("telemetry") is not None:
@@ -207,6 +203,14 @@ def _check_bench(bench: dict) -> None:
                 raise Damaged(f"bench.nqueens[{i}] lacks '{key}'")
     if bench.get("stress_ng") is not None:
         _fields("bench.stress_ng", bench["stress_ng"], STRESS)
+
+
+def _check_trace(trace: dict) -> None:
+    _fields("trace", trace, TRACE)
+    for i, sp in enumerate(trace.get("spikes") or []):
+        _fields(f"trace.spikes[{i}]", sp, TRACE_SPIKE)
+        if "cpu" not in sp:
+            raise Damaged(f"trace.spikes[{i}] lacks 'cpu'")
 
 
 def _check_series(s: dict) -> None:

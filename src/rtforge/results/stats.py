@@ -6,9 +6,9 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ..units import format_us
+from .display import spike_lines
 from .hist import PERCENTILES, Histogram
 from .model import CpuResult, RunResult
-from .timerlat import spike_lines
 
 # vcgencmd get_throttled / the firmware's get_throttled: bit -> meaning.
 THROTTLE_BITS = {

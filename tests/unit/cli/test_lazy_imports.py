@@ -31,7 +31,7 @@ def test_a_command_that_needs_no_numbers_loads_no_numpy(argv, tmp_path):
 
 def test_the_check_can_fail(tmp_path):
     """Showing a bench run needs the bench's display, which imports numpy: seen."""
-    from rtforge.results.store import Store
+    from rtforge.results.store.runstore import Store
 
     from ...support.runs import bench_run
 

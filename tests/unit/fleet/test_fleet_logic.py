@@ -12,7 +12,7 @@ from rtforge.fleet.campaign import Campaign, open_campaign
 from rtforge.fleet.drive import parse_serial, plan_deploy
 from rtforge.fleet.inventory import Inventory
 from rtforge.fleet.status import NOT_REACHED, InventoryRefused, Tracker, exit_status
-from rtforge.results.store import Store
+from rtforge.results.store.runstore import Store
 
 from ...support.simpi import make_bundle
 

@@ -74,7 +74,7 @@ def test_the_cli_refuses_before_connecting(capsys):
 
 def test_a_window_fits_80_columns_whatever_it_holds():
     from rtforge.cli.monitor import window_line
-    from rtforge.results.windows import parse_window
+    from rtforge.results.soak.windows import parse_window
 
     from ...support.soakdata import window
 

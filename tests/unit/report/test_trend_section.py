@@ -8,7 +8,7 @@ import re
 
 from rtforge.report.plotting import render
 from rtforge.report.trend import load_trend, trend_figure, trend_section
-from rtforge.results.trend import Rule
+from rtforge.results.soak.promotion import Rule
 
 from ...support.soakdata import window, write_events, write_windows
 

@@ -15,7 +15,7 @@ from rtforge.cli import main
 from rtforge.errors import UserError
 from rtforge.results.importers import import_file, parse
 from rtforge.results.stats import summarize_all, summarize_cpu
-from rtforge.results.store import Store
+from rtforge.results.store.runstore import Store
 
 from ...support.runs import left_in
 

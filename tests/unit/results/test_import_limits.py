@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from rtforge.cli import main
-from rtforge.results.store import Store
+from rtforge.results.store.runstore import Store
 
 from ...support.runs import left_in
 
@@ -94,7 +94,7 @@ def histogram(path: Path, threads: int, rows: int) -> dict:
 MEASURE = """
 import json, resource, sys
 from rtforge.results.importers import import_file
-from rtforge.results.store import Store
+from rtforge.results.store.runstore import Store
 r = import_file(sys.argv[1], Store(sys.argv[2]))
 print(json.dumps({"peak_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
                   "counts": [c.count for c in r.cpus], "max_us": [c.max_ns // 1000 for c in r.cpus]}))
@@ -113,7 +113,7 @@ def test_a_large_histogram_is_streamed(tmp_path):
     assert p.returncode == 0, p.stderr
     got = json.loads(p.stdout)
     assert got["counts"] == truth["counts"] and got["max_us"] == truth["max_us"]
-    interpreter = ("import resource, rtforge.results.importers, rtforge.results.store;"
+    interpreter = ("import resource, rtforge.results.importers, rtforge.results.store.runstore;"
                    "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)")
     baseline = subprocess.run([sys.executable, "-c", interpreter], capture_output=True, text=True, check=True)
     used_mb = (got["peak_kb"] - int(baseline.stdout)) / 1024

@@ -15,7 +15,7 @@ from rtforge.errors import UserError
 from rtforge.report.verdict import verdict
 from rtforge.results.importers import import_file, parse
 from rtforge.results.stats import summarize_cpu
-from rtforge.results.store import Store
+from rtforge.results.store.runstore import Store
 
 FIXTURES = Path(__file__).parents[2] / "fixtures" / "rtla" / "import"
 REFUSED = {"hist-noheader.txt": "--no-header", "hist-noindex-zeros.txt": "--no-index"}

@@ -1,5 +1,5 @@
 """The probe's histogram bucket rule exists twice: in C (probe/hist.c), where
-the probe counts, and in Python (results/collect.py), where a killed run's
+the probe counts, and in Python (results/raw/finalize.py), where a killed run's
 per-second maxima are put back into buckets.  This test ties them: the real
 probe buckets values, and the Python rule must name the same bucket."""
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import random
 
-from rtforge.results.collect import _probe_bucket
+from rtforge.results.raw.finalize import _probe_bucket
 
 from ...conftest import run_probe
 

@@ -11,7 +11,7 @@ from rtforge import procfs
 from rtforge.cli import main
 from rtforge.errors import UserError
 from rtforge.results.importers import import_file
-from rtforge.results.store import Store
+from rtforge.results.store.runstore import Store
 
 from ...support.runs import left_in, run, us_cpu
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from rtforge.results.trend import Rule, changes, evaluate, kernel_spans
-from rtforge.results.windows import parse_window
+from rtforge.results.soak.promotion import Rule, changes, evaluate, kernel_spans
+from rtforge.results.soak.windows import parse_window
 
 from ...support.soakdata import window
 

@@ -12,8 +12,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from rtforge.errors import UserError
-from rtforge.results.monitorfolder import MonitorFolder, find_host, host_name, wanted
-from rtforge.results.windows import (
+from rtforge.results.soak.folder import MonitorFolder, find_host, host_name, wanted
+from rtforge.results.soak.windows import (
     HIST_BUCKETS,
     Reading,
     bucket_hi,

@@ -25,6 +25,9 @@ Formats (cyclictest from rt-tests 0.84 to 2.x):
 Text and CSV outputs do not say when they were measured: their start time
 is the file's modification time, the best evidence there is.  Nor do they
 name CPUs: their "cpu" is cyclictest's thread number (``--json`` has both).
+
+The importers room may use the store room (to save the run) and the raw
+room (cyclictest's and rtla's parsers, shared with rtforge's own runs).
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ from ... import paths
 from ...errors import UserError
 from ..checks import overflow_text, run_warnings
 from ..model import MAX_LABEL, RunResult
-from ..store import Store
+from ..store.runstore import Store
 from .common import Parsed
 from .csvfile import looks_like_csv, read_csv
 from .jsonfile import read_json

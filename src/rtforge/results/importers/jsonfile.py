@@ -18,7 +18,7 @@ from datetime import UTC
 from email.utils import parsedate_to_datetime
 from typing import Any
 
-from ..cyclictest import cpus_from_json, json_field
+from ..raw.cyclictest import cpus_from_json, json_field
 from ..system import describe
 from .cmdline import DEFAULT_INTERVAL_US, parse_cmdline, thread_cpus
 from .cmdline import duration_s as _duration_s
@@ -141,14 +141,9 @@ def _warnings(doc: dict, size: int | None, unit: int, cpus: list, any_hist: bool
     return warnings
 
 
-def read_json(src: Source) -> Parsed:
-    doc, threads = _load(src)
-    cmdline = json_field(doc, "cmdline")
-    cmdline = cmdline if isinstance(cmdline, str) else None
-    opts = parse_cmdline(cmdline) if cmdline else {}
-    unit = NS if doc.get("resolution_in_ns") == 1 or "nsecs" in opts else US
-    size = _number(opts.get("histogram") or opts.get("histofall"))
-    any_hist = any(t.get("histogram") for t in threads.values())
+def _check_histograms(src: Source, threads: dict, size: int | None, unit: int) -> None:
+    """Each thread's histogram against the size its command line asked for, and
+    against the thread's own cycles, min and max: a damaged file is refused at its line."""
     for key, t in threads.items():
         counts = {int(k): v for k, v in (t.get("histogram") or {}).items()}
         line = _line_of(src, f'"{key}"')
@@ -159,6 +154,45 @@ def read_json(src: Source) -> Parsed:
             overflow = t["cycles"] - sum(counts.values())
             check_extremes(src, line, line, int(key), counts, overflow, t["min"], t["max"], size,
                            "ns" if unit == NS else "µs")
+
+
+def _file_config(doc: dict, threads: dict, cpus: list, pinned: bool, unit: int) -> dict[str, Any]:
+    """The run's config as the file itself says it: threads, resolution, where they ran, rt-tests' version."""
+    config: dict[str, Any] = {"threads": len(threads), "resolution_ns": unit}
+    if pinned:
+        config["cpus"] = sorted({c.cpu for c in cpus})
+    else:
+        config["cpu_is_thread"] = True
+    version = json_field(doc, "rt_test_version")
+    if isinstance(version, str):
+        config["rt_tests_version"] = version
+    return config
+
+
+def _asked(opts: dict, unit: int, size: int | None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(the config, what was requested) as the recorded command line asked for them."""
+    config: dict[str, Any] = {"interval_us": _number(opts.get("interval")) or DEFAULT_INTERVAL_US}
+    if (prio := _number(opts.get("priority"))) is not None:
+        config["priority"] = prio
+    if (policy := opts.get("policy") or ("fifo" if prio else None)) is not None:
+        config["policy"] = policy
+    if size is not None:
+        config["histogram_us" if unit == US else "histogram_ns"] = size
+    for opt, key in (("spike", "spike_threshold_ns"), ("breaktrace", "break_threshold_ns")):
+        if (v := _number(opts.get(opt))) is not None:
+            config[key] = v * unit
+    return config, {"duration_s": _duration_s(opts.get("duration")), "loops": _number(opts.get("loops"))}
+
+
+def read_json(src: Source) -> Parsed:
+    doc, threads = _load(src)
+    cmdline = json_field(doc, "cmdline")
+    cmdline = cmdline if isinstance(cmdline, str) else None
+    opts = parse_cmdline(cmdline) if cmdline else {}
+    unit = NS if doc.get("resolution_in_ns") == 1 or "nsecs" in opts else US
+    size = _number(opts.get("histogram") or opts.get("histofall"))
+    any_hist = any(t.get("histogram") for t in threads.values())
+    _check_histograms(src, threads, size, unit)
     cpus = cpus_from_json(doc, size, unit_ns=unit)
     pinned = thread_cpus(opts, len(cpus))
     warnings = _warnings(doc, size, unit, cpus, any_hist)
@@ -168,27 +202,11 @@ def read_json(src: Source) -> Parsed:
         # Not pinned (or no command line to say so): its "cpu" is the thread's number, not where it ran.
         for i, c in enumerate(cpus):
             c.cpu = i
-    config: dict[str, Any] = {"threads": len(threads), "resolution_ns": unit}
-    if pinned is None:
-        config["cpu_is_thread"] = True
-    else:
-        config["cpus"] = sorted({c.cpu for c in cpus})
-    version = json_field(doc, "rt_test_version")
-    if isinstance(version, str):
-        config["rt_tests_version"] = version
+    config = _file_config(doc, threads, cpus, pinned is not None, unit)
     requested: dict[str, Any] = {}
     if cmdline:
-        config["interval_us"] = _number(opts.get("interval")) or DEFAULT_INTERVAL_US
-        if (prio := _number(opts.get("priority"))) is not None:
-            config["priority"] = prio
-        if (policy := opts.get("policy") or ("fifo" if prio else None)) is not None:
-            config["policy"] = policy
-        if size is not None:
-            config["histogram_us" if unit == US else "histogram_ns"] = size
-        for opt, key in (("spike", "spike_threshold_ns"), ("breaktrace", "break_threshold_ns")):
-            if (v := _number(opts.get(opt))) is not None:
-                config[key] = v * unit
-        requested = {"duration_s": _duration_s(opts.get("duration")), "loops": _number(opts.get("loops"))}
+        asked, requested = _asked(opts, unit, size)
+        config.update(asked)
     return Parsed(
         format="cyclictest-json", cpus=cpus, config=config, system=system, requested=requested, warnings=warnings,
         command_line=cmdline, host=host, start_time=start,

@@ -41,7 +41,7 @@ from typing import Any
 
 from ..hist import Histogram
 from ..model import CpuResult
-from ..timerlat import culprit, idle_exit, parse
+from ..raw.rtla_analysis import culprit, idle_exit, parse
 from .common import MAX_DIGITS, MAX_VALUE, NS, US, Parsed, Source, clean_line, snippet
 
 HIST_TITLE = "# RTLA timerlat histogram"

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from ...errors import UserError
-from ..runfolder import MAX_IMPORT_BYTES
+from ..store.runfolder import MAX_IMPORT_BYTES
 
 EXPECTED = ("cyclictest's text output, its --json file, the time,core1,... CSV made from its histogram, or rtla "
             "timerlat hist or top output")

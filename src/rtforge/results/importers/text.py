@@ -43,9 +43,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ...errors import UserError
-from ..cyclictest import STATUS_RE, cpus_from_status, last_status
 from ..hist import Histogram
 from ..model import CpuResult
+from ..raw.cyclictest import STATUS_RE, cpus_from_status, last_status
 from .cmdline import find_in_text, histogram_size, number, parse_cmdline, thread_cpus
 from .common import (
     EXPECTED,
@@ -149,29 +149,11 @@ def scan(src: Source) -> Scan:
 
 def _comment(src: Source, s: Scan, no: int, line: str) -> None:
     if m := FOOTER_RE.fullmatch(line):
-        key = m[1]
-        if s.hist_line is None:
-            raise src.error(no, f"found '# {key}:' without a '# Histogram' before it; expected {EXPECTED}")
-        if key in s.footer:
-            raise src.error(no, f"found a second '# {key}:' line; import one cyclictest output per file")
-        values = ints(src, no, m[2], f"the '# {key}:' values")
-        if not values:
-            raise src.error(no, f"expected one '# {key}:' value per thread, found none")
-        s.footer[key] = (no, values)
+        _footer_line(src, s, no, m[1], m[2])
     elif line == OUTLIERS:
         s.outliers_line = no
     elif m := THREAD_RE.fullmatch(line):
-        thread, rest = int(m[1]), m[2]
-        others = 0
-        if o := OTHERS_RE.fullmatch(rest):
-            rest, others = o[1], int(o[2])
-        if "#" in rest and "others" not in rest:
-            raise src.error(no, f"a second cyclictest output starts in the middle of this line ({snippet(rest)}): "
-                                "two outputs were glued together; import one output per file")
-        listed = ints(src, no, rest, "the overflowing cycle numbers")
-        if thread in s.thread_lists:
-            raise src.error(no, f"found a second '# Thread {thread}:' line; import one cyclictest output per file")
-        s.thread_lists[thread] = (no, len(listed) + others)
+        _overflowed_cycles(src, s, no, int(m[1]), m[2])
     elif m := TIDS_RE.fullmatch(line):
         s.tids = ints(src, no, m[1], "the thread ids")
     elif m := BREAK_RE.fullmatch(line):
@@ -179,6 +161,32 @@ def _comment(src: Source, s: Scan, no: int, line: str) -> None:
     elif m := DMA_RE.fullmatch(line):
         s.dma_us = int(m[1])
     # Other comments (e.g. the status dump of SIGUSR1) carry no results.
+
+
+def _footer_line(src: Source, s: Scan, no: int, key: str, text: str) -> None:
+    """A summary line ('# Max Latencies: ...'): once, after the histogram, one value per thread at least."""
+    if s.hist_line is None:
+        raise src.error(no, f"found '# {key}:' without a '# Histogram' before it; expected {EXPECTED}")
+    if key in s.footer:
+        raise src.error(no, f"found a second '# {key}:' line; import one cyclictest output per file")
+    values = ints(src, no, text, f"the '# {key}:' values")
+    if not values:
+        raise src.error(no, f"expected one '# {key}:' value per thread, found none")
+    s.footer[key] = (no, values)
+
+
+def _overflowed_cycles(src: Source, s: Scan, no: int, thread: int, rest: str) -> None:
+    """'# Thread N: cycle cycle ... # NNN others': how many of the thread's samples overflowed, once per thread."""
+    others = 0
+    if o := OTHERS_RE.fullmatch(rest):
+        rest, others = o[1], int(o[2])
+    if "#" in rest and "others" not in rest:
+        raise src.error(no, f"a second cyclictest output starts in the middle of this line ({snippet(rest)}): "
+                            "two outputs were glued together; import one output per file")
+    listed = ints(src, no, rest, "the overflowing cycle numbers")
+    if thread in s.thread_lists:
+        raise src.error(no, f"found a second '# Thread {thread}:' line; import one cyclictest output per file")
+    s.thread_lists[thread] = (no, len(listed) + others)
 
 
 def scan_body(src: Source, s: Scan, no: int, line: str) -> None:
@@ -366,44 +374,62 @@ def _from_summary_lines(src: Source, s: Scan) -> Parsed:
     return Parsed(format="cyclictest-summary-lines", cpus=cpus, config=config, warnings=warnings)
 
 
-def _from_histogram(src: Source, s: Scan, asked: int | None = None) -> Parsed:
-    """asked: the -h size from a recorded command line, the truth where the
-    rows do not tell it (rt-tests 2.x prints only the non-empty ones)."""
-    f = _footer(src, s)
-    n = len(f["Min Latencies"][1])
+def _histofall(src: Source, s: Scan, f: dict[str, tuple[int, list[int]]], n: int) -> bool:
+    """Whether the rows and summary lines carry -H's total column beside the n threads'
+    (and they agree on how many columns they have)."""
     cols = s.rows.width
     histofall = n > 1 and cols == n + 1
     if cols != n and not histofall:
         raise src.error(s.rows.first_line or 1, f"histogram rows have {cols} counts per bucket but the summary lines "
                                            f"list {n} threads; the file is damaged")
-    width = n + histofall
     for key in FOOTER_KEYS:
         if key not in f:
             continue
         line, values = f[key]
-        want = n if key in ("Min Latencies", "Avg Latencies") else width
+        want = n if key in ("Min Latencies", "Avg Latencies") else n + histofall
         if len(values) != want:
             extra = " plus the -H total" if want > n else ""
             raise src.error(line, f"expected {want} '# {key}:' values (one per thread{extra}), found {len(values)}")
+    return histofall
+
+
+def _check_histofall_total(src: Source, f: dict[str, tuple[int, list[int]]], counts: np.ndarray, row_lines: np.ndarray,
+                           n: int) -> None:
+    """-H's total column and summary values are the threads' sums (and maximum): else the file is damaged."""
+    maxes, overflow = f["Max Latencies"][1], f["Histogram Overflows"][1]
+    bad = np.nonzero(counts[:, n] != counts[:, :n].sum(axis=1))[0]
+    if bad.size:
+        i = int(bad[0])
+        raise src.error(int(row_lines[i]), f"the -H total column ({int(counts[i, n])}) is not the sum of the "
+                                           f"thread columns ({int(counts[i, :n].sum())}); the file is damaged")
+    if maxes[n] != max(maxes[:n]) or overflow[n] != sum(overflow[:n]):
+        raise src.error(f["Max Latencies"][0], "the -H total of '# Max Latencies' or '# Histogram Overflows' "
+                                               "disagrees with the threads' values; the file is damaged")
+
+
+def _check_total_line(src: Source, f: dict[str, tuple[int, list[int]]], sums: list[int], n: int, width: int) -> None:
+    """'# Total:' (cyclictest before 2.x) gives each column's histogram sum: it must be the rows' sum."""
+    total = f["Total"][1]
+    for j in range(width):
+        if total[j] != sums[j]:
+            who = f"thread {j}" if j < n else "the -H total"
+            raise src.error(f["Total"][0], f"'# Total' gives {total[j]} samples for {who} but its histogram "
+                                           f"column sums to {sums[j]}; the file is damaged or was edited")
+
+
+def _from_histogram(src: Source, s: Scan, asked: int | None = None) -> Parsed:
+    """asked: the -h size from a recorded command line, the truth where the
+    rows do not tell it (rt-tests 2.x prints only the non-empty ones)."""
+    f = _footer(src, s)
+    n = len(f["Min Latencies"][1])
+    histofall = _histofall(src, s, f, n)
     mins, avgs, maxes, overflow = (f[k][1] for k in REQUIRED_FOOTER)
     buckets, row_lines, counts = s.rows.matrix()
     sums = column_sums(counts)
     if histofall:
-        bad = np.nonzero(counts[:, n] != counts[:, :n].sum(axis=1))[0]
-        if bad.size:
-            i = int(bad[0])
-            raise src.error(int(row_lines[i]), f"the -H total column ({int(counts[i, n])}) is not the sum of the "
-                                               f"thread columns ({int(counts[i, :n].sum())}); the file is damaged")
-        if maxes[n] != max(maxes[:n]) or overflow[n] != sum(overflow[:n]):
-            raise src.error(f["Max Latencies"][0], "the -H total of '# Max Latencies' or '# Histogram Overflows' "
-                                                   "disagrees with the threads' values; the file is damaged")
+        _check_histofall_total(src, f, counts, row_lines, n)
     if "Total" in f:
-        total = f["Total"][1]
-        for j in range(width):
-            if total[j] != sums[j]:
-                who = f"thread {j}" if j < n else "the -H total"
-                raise src.error(f["Total"][0], f"'# Total' gives {total[j]} samples for {who} but its histogram "
-                                               f"column sums to {sums[j]}; the file is damaged or was edited")
+        _check_total_line(src, f, sums, n, n + histofall)
     _check_overflow_lists(src, s, n, overflow)
     totals = [sums[j] + overflow[j] for j in range(n)]
     if any(t > MAX_VALUE for t in totals):

@@ -30,9 +30,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..cyclictest import last_status
 from ..hist import Histogram
 from ..model import CpuResult
+from ..raw.cyclictest import last_status
 from .common import NUM, US, Parsed, Source, nsecs_warning
 
 VALUE_RE = re.compile(rf"({NUM}):\s*({NUM}):\s*({NUM})(?:\s+{NUM})?")

@@ -12,8 +12,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from .hist import Histogram
-from .model import CpuResult
+from ..hist import Histogram
+from ..model import CpuResult
 
 # The per-thread status line; a non-quiet run wraps it in terminal escapes.
 STATUS_RE = re.compile(

@@ -12,12 +12,13 @@ import re
 from email.utils import parsedate_to_datetime
 from pathlib import Path
 
-from ..units import format_us
-from . import cyclictest, probe_output, rawfile, timerlat
-from .checks import run_warnings
-from .hist import Histogram
-from .model import RunResult
-from .system import describe
+from ...units import format_us
+from ..checks import run_warnings
+from ..hist import Histogram
+from ..model import RunResult
+from ..store import rawfile
+from ..system import describe
+from . import cyclictest, probe, rtla_analysis
 
 # probe.json "state" -> result state
 _PROBE_STATES = {"done": "complete", "interrupted": "interrupted", "running": "killed", "failed": "failed"}
@@ -70,18 +71,18 @@ def _reconcile_series(result: RunResult, rows: list[dict]) -> str | None:
 
 
 def _from_probe(result: RunResult, raw: Path) -> tuple[str, list[str]]:
-    doc = probe_output.read_probe_json(raw)
-    result.cpus = probe_output.cpus_from_probe(doc)
+    doc = probe.read_probe_json(raw)
+    result.cpus = probe.cpus_from_probe(doc)
     # The probe's own metadata, taken right before its first wake-up, also
     # records the /dev/cpu_dma_latency value it held.
     result.system = describe(doc["meta"])
     result.duration_s = doc["elapsed_ns"] / 1e9
     result.engine_argv = doc["meta"].get("argv") or result.engine_argv
-    rows = probe_output.read_jsonl(raw / "series.jsonl")
+    rows = probe.read_jsonl(raw / "series.jsonl")
     cpus = doc["config"]["cpus"]
-    result.series = probe_output.series_from_rows(rows, cpus)
-    result.telemetry = probe_output.telemetry_from_rows(probe_output.read_jsonl(raw / "telemetry.jsonl"), doc["meta"])
-    result.top_spikes = probe_output.top_spikes(raw)
+    result.series = probe.series_from_rows(rows, cpus)
+    result.telemetry = probe.telemetry_from_rows(probe.read_jsonl(raw / "telemetry.jsonl"), doc["meta"])
+    result.top_spikes = probe.top_spikes(raw)
     result.config.setdefault("phase", doc["config"].get("phase", "spread"))  # before --phase: always spread
     notes = []
     if doc["state"] == "running" and rows and (note := _reconcile_series(result, rows)):
@@ -118,8 +119,8 @@ def _from_cyclictest(result: RunResult, raw: Path) -> tuple[str, list[str]]:
         result.system["cpu_dma_latency_us"] = int(m[1])
     monitor = raw / "monitor"
     if rawfile.exists(raw, "monitor/probe.json"):
-        meta = probe_output.read_probe_json(monitor)["meta"]
-        result.telemetry = probe_output.telemetry_from_rows(probe_output.read_jsonl(monitor / "telemetry.jsonl"), meta)
+        meta = probe.read_probe_json(monitor)["meta"]
+        result.telemetry = probe.telemetry_from_rows(probe.read_jsonl(monitor / "telemetry.jsonl"), meta)
     return state, []
 
 
@@ -127,7 +128,7 @@ _DMA_RE = re.compile(r"^# /dev/cpu_dma_latency set to ([0-9]{1,9})us$", re.M)
 
 
 def _from_bench(result: RunResult, raw: Path) -> tuple[str, list[str]]:
-    from .benchcollect import bench_from_steps  # bench runs only
+    from ..bench.rawsteps import bench_from_steps  # bench runs only
 
     return bench_from_steps(result, raw)
 
@@ -164,7 +165,7 @@ def finalize(result: RunResult, run_dir: Path, state: str | None = None, end_rea
     """Fill result from run_dir/raw; state defaults to what the engine reported."""
     engine_state, notes = _ENGINES[result.engine](result, run_dir / "raw")
     if result.config.get("trace"):
-        result.trace = timerlat.read_run(run_dir / "raw")
+        result.trace = rtla_analysis.read_run(run_dir / "raw")
         if result.trace and result.trace["failed"]:
             notes.append(f"the trace is incomplete: {result.trace['failed']}; spikes after it were not analysed")
         if result.trace and result.trace["limit_reached"]:

@@ -1,11 +1,12 @@
 """A CPU benchmark run (kind "bench") from what its steps left in raw/.
 
 The runner ran the benchmark's step script (measure/bench.py writes it) as
-its engine: one output file per step in raw/steps/NNN.out (.err), a line
+its engine: one output file per step in raw/steps/NNN.out (.err: the
+solver's JSON line, or stress-ng's metrics, read here too), a line
 per finished step in raw/steps.log, the system's metadata after the last
 step in raw/meta-after.json and the wall clock in raw/uptime.  The plan --
 which step is which -- is in the run's config ("steps").  Here they become
-RunResult.bench (results/bench.py documents it) and the warnings that say
+RunResult.bench (summary.py documents it) and the warnings that say
 what spoiled the figures, whether the benchmark ran its course or not.
 """
 
@@ -13,13 +14,14 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 from typing import Any
 
-from . import rawfile
-from .bench import parse_stress_ng_metrics, spread
-from .model import RunResult
-from .stats import SINCE_BOOT_SHIFT, THROTTLE_BITS
+from ..model import RunResult
+from ..stats import SINCE_BOOT_SHIFT, THROTTLE_BITS
+from ..store import rawfile
+from .summary import spread
 
 # OEIS A000170: ways to place N non-attacking queens on an N x N board.
 # A solver that disagrees is broken, or runs on a board that miscalculates.
@@ -29,6 +31,32 @@ N_MAX = 16
 SHORT_SOLVE_S = 1.0         # below this, ticks and scheduling noise weigh on a single solve
 GROWTH_PER_N = 6            # each step of N costs ~5-7x more (measured for N = 10..16)
 BUSY_FLOOR = 0.85           # CPU time / wall time per solver thread below this: CPUs were taken away
+
+
+# stress-ng's metrics line (0.07 .. 0.18): "stress-ng: metrc: [pid] cpu  4024  2.00  2.20  0.00  2011.88  1829.95"
+# ("info:" instead of "metrc:" before 0.15; newer versions append CPU % and RSS columns).
+_METRIC_RE = re.compile(r"^stress-ng:\s+\w+:\s+\[\d+\]\s+(?P<stressor>[a-z][\w-]*)\s+(?P<rest>\d.*)$")
+_NUMBER_RE = re.compile(r"^\d+(?:\.\d+)?$")
+
+
+def parse_stress_ng_metrics(text: str, stressor: str = "cpu") -> dict[str, float]:
+    """The --metrics-brief row of one stressor -> bogo ops, times and rates.
+
+    Raises ValueError when the output has no such row (stress-ng failed, or
+    printed a format this reader does not know)."""
+    if "bogo ops" not in text:
+        raise ValueError("no metrics table (was --metrics-brief given, and did the stressor run?)")
+    for line in text.splitlines():
+        m = _METRIC_RE.match(line.strip())
+        if not m or m["stressor"] != stressor:
+            continue
+        numbers = m["rest"].split()
+        if len(numbers) < 6 or not all(_NUMBER_RE.match(v) for v in numbers[:6]):
+            continue
+        ops, real_s, usr_s, sys_s, per_s, per_cpu_s = (float(v) for v in numbers[:6])
+        return {"bogo_ops": int(ops), "real_s": real_s, "usr_s": usr_s, "sys_s": sys_s,
+                "bogo_ops_per_s": per_s, "bogo_ops_per_cpu_s": per_cpu_s}
+    raise ValueError(f"no metrics row for the '{stressor}' stressor")
 
 
 def _throttled_during(before: str | None, after: str | None) -> list[str]:

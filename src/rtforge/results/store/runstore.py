@@ -9,7 +9,7 @@ missing, of another schema version or unreadable (truncated, garbage; with
 a warning); an index of the previous version is upgraded in place.  Lookups
 (import, show, label, delete) answer from the index alone: one stat of
 runs/ tells them whether folders were added or removed since, and only then
-is runs/ listed and the new folders read (storeindex.py).  A listing
+is runs/ listed and the new folders read (indexsync.py).  A listing
 (`list`, `check`: `rtforge runs`) compares every folder's result.json with
 the index (one stat per run), so runs changed in place by hand are noticed
 there.  A folder whose
@@ -52,16 +52,16 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
-from .. import paths
-from ..errors import UserError
-from ..paths import open_existing, sync_dir
-from .display import clean
-from .index import _INSERT, _ORDER, COLUMNS, ORDER_KEY, DamagedRun, IndexRow, _sql, insert_values
-from .model import RunResult
+from ... import paths
+from ...errors import UserError
+from ...paths import open_existing, sync_dir
+from ..display import clean
+from ..model import RunResult
+from ..schema import RUN_ID_RE, Damaged
+from .indexdb import _INSERT, _ORDER, COLUMNS, ORDER_KEY, DamagedRun, IndexRow, _sql, insert_values
+from .indexsync import RunIndex, stamp
 from .runfolder import file_key, read_result
 from .runquery import RunQuery
-from .schema import RUN_ID_RE, Damaged
-from .storeindex import RunIndex, stamp
 
 log = logging.getLogger("rtforge")
 

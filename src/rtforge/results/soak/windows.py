@@ -34,8 +34,8 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from .hist import Histogram
-from .schema import Damaged
+from ..hist import Histogram
+from ..schema import Damaged
 
 HIST_BUCKETS = 128 + 57 * 64
 MAX_LINE_BYTES = 8 << 20        # a window of 256 CPUs, every bucket used, is ~8 MB

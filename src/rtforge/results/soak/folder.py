@@ -8,7 +8,7 @@
     <store root>/monitor/<host>/fetch.json                how far each board file was fetched
 
 the same layout as the monitor's own folder on the board, so everything in
-results/windows.py reads both.  <host> is the board's own name (uname -n),
+results/soak/windows.py reads both.  <host> is the board's own name (uname -n),
 as runs are named.  Adding is idempotent: a window already here (same life
 and number), a rollup or an event already here is not added again, so a
 fetch that was cut short, or repeated from the start, adds only what is new.
@@ -22,9 +22,9 @@ import os
 import re
 from pathlib import Path
 
-from ..errors import UserError
-from ..paths import open_existing, sync_dir, write_atomic
-from .schema import Damaged
+from ...errors import UserError
+from ...paths import open_existing, sync_dir, write_atomic
+from ..schema import Damaged
 from .windows import NAME_RE, parse_rollup, parse_window, read_records
 
 SUBDIR = "monitor"

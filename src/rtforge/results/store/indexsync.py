@@ -36,24 +36,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..errors import UserError
-from .index import (
-    _INSERT,
-    INDEX_VERSION,
-    _create,
-    _lstat,
-    _memory,
-    _ours,
-    _read_only,
-    _sql,
-    _upgrade,
-    insert_values,
-)
+from ...errors import UserError
+from ..schema import RUN_ID_RE, Damaged
+from .indexdb import _INSERT, INDEX_VERSION, _create, _lstat, _memory, _ours, _read_only, _sql, _upgrade, insert_values
 from .runfolder import damaged_source, file_key, read_result
-from .schema import RUN_ID_RE, Damaged
 
 if TYPE_CHECKING:
-    from .store import Store
+    from .runstore import Store
 
 log = logging.getLogger("rtforge")
 
@@ -68,8 +57,20 @@ def stamp(runs_dir: Path) -> str | None:
     return f"{st.st_dev}:{st.st_ino}:{st.st_mtime_ns}:{st.st_ctime_ns}:{st.st_nlink}"
 
 
+def _check_whole(db: sqlite3.Connection, db_path: Path, check: bool) -> None:
+    """Raise sqlite3.DatabaseError unless the index file is as long as its header
+    says and has its tables; check: every page too (quick_check reads the whole file)."""
+    pages = db.execute("PRAGMA page_count").fetchone()[0] * db.execute("PRAGMA page_size").fetchone()[0]
+    if (size := os.path.getsize(db_path)) < pages:   # cut off: pages the header counts are missing
+        raise sqlite3.DatabaseError(f"cut off: {size:,} of {pages:,} bytes")
+    if check and (problem := db.execute("PRAGMA quick_check").fetchone()[0]) != "ok":
+        raise sqlite3.DatabaseError(problem)
+    for table in ("runs", "damaged", "meta"):
+        db.execute(f"SELECT 1 FROM {table} LIMIT 1").fetchone()   # there, its first page readable
+
+
 class RunIndex:
-    """runs.db of one store (see the module's docstring and store.py's)."""
+    """runs.db of one store (see the module's docstring and runstore.py's)."""
 
     def __init__(self, store: Store):
         self.store = store
@@ -185,15 +186,7 @@ class RunIndex:
             store._check_missing_root()
             return _memory()  # nothing stored yet; reading must not create the store
         before = _lstat(db_path)
-        if before is not None and not stat.S_ISREG(before.st_mode):
-            store._warn_once(f"the run index {db_path} is not a regular file (a symbolic link or a folder): "
-                             "rtforge does not follow it or write through it; the index is kept in memory -- "
-                             "remove it to have it rebuilt")
-            return _memory()
-        if before is not None and not _ours(db_path):
-            store._warn_once(f"{db_path} is not an rtforge index (another program's database?): rtforge leaves "
-                             "it as it is and keeps the index in memory; move it out of the store to have the "
-                             "index rebuilt")
+        if self._foreign(before):
             return _memory()
         try:
             db = sqlite3.connect(db_path, timeout=30)
@@ -209,13 +202,7 @@ class RunIndex:
             if version != INDEX_VERSION and not (version == 3 and _upgrade(db)):
                 _create(db)
                 return db
-            pages = db.execute("PRAGMA page_count").fetchone()[0] * db.execute("PRAGMA page_size").fetchone()[0]
-            if (size := os.path.getsize(db_path)) < pages:   # cut off: pages the header counts are missing
-                raise sqlite3.DatabaseError(f"cut off: {size:,} of {pages:,} bytes")
-            if check and (problem := db.execute("PRAGMA quick_check").fetchone()[0]) != "ok":
-                raise sqlite3.DatabaseError(problem)
-            for table in ("runs", "damaged", "meta"):
-                db.execute(f"SELECT 1 FROM {table} LIMIT 1").fetchone()   # there, its first page readable
+            _check_whole(db, db_path, check)
             return db
         except sqlite3.OperationalError as e:
             if "locked" in str(e):
@@ -231,6 +218,22 @@ class RunIndex:
         db.close()
         log.warning("the run index %s is unreadable (%s): rebuilding it from the run folders", db_path, reason)
         return self._anew()
+
+    def _foreign(self, before: os.stat_result | None) -> bool:
+        """Whether runs.db is there but not rtforge's to open -- not a regular file, or
+        another program's database -- said once; the index is then kept in memory."""
+        db_path = self.store.db_path
+        if before is not None and not stat.S_ISREG(before.st_mode):
+            self.store._warn_once(f"the run index {db_path} is not a regular file (a symbolic link or a folder): "
+                                  "rtforge does not follow it or write through it; the index is kept in memory -- "
+                                  "remove it to have it rebuilt")
+            return True
+        if before is not None and not _ours(db_path):
+            self.store._warn_once(f"{db_path} is not an rtforge index (another program's database?): rtforge "
+                                  "leaves it as it is and keeps the index in memory; move it out of the store to "
+                                  "have the index rebuilt")
+            return True
+        return False
 
     def _remove(self) -> bool:
         """runs.db and its journal files gone (regular files only); False when one could not be removed."""

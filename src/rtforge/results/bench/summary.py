@@ -1,6 +1,6 @@
 """CPU benchmark runs (kind "bench", `rtforge bench cpu`): the raw results
-as stored, the statistics derived from them, and the reader of stress-ng's
-metrics output.
+as stored and the statistics derived from them (rawsteps.py reads them
+from a run's raw/, stress-ng's metrics output included).
 
 Stored in ``RunResult.bench`` -- raw values only, as for latency runs;
 every median and spread is derived here when shown or compared:
@@ -18,37 +18,11 @@ every median and spread is derived here when shown or compared:
 
 from __future__ import annotations
 
-import re
 import statistics
 from typing import Any
 
-from .model import RunResult
-from .stats import run_header
-
-# stress-ng's metrics line (0.07 .. 0.18): "stress-ng: metrc: [pid] cpu  4024  2.00  2.20  0.00  2011.88  1829.95"
-# ("info:" instead of "metrc:" before 0.15; newer versions append CPU % and RSS columns).
-_METRIC_RE = re.compile(r"^stress-ng:\s+\w+:\s+\[\d+\]\s+(?P<stressor>[a-z][\w-]*)\s+(?P<rest>\d.*)$")
-_NUMBER_RE = re.compile(r"^\d+(?:\.\d+)?$")
-
-
-def parse_stress_ng_metrics(text: str, stressor: str = "cpu") -> dict[str, float]:
-    """The --metrics-brief row of one stressor -> bogo ops, times and rates.
-
-    Raises ValueError when the output has no such row (stress-ng failed, or
-    printed a format this reader does not know)."""
-    if "bogo ops" not in text:
-        raise ValueError("no metrics table (was --metrics-brief given, and did the stressor run?)")
-    for line in text.splitlines():
-        m = _METRIC_RE.match(line.strip())
-        if not m or m["stressor"] != stressor:
-            continue
-        numbers = m["rest"].split()
-        if len(numbers) < 6 or not all(_NUMBER_RE.match(v) for v in numbers[:6]):
-            continue
-        ops, real_s, usr_s, sys_s, per_s, per_cpu_s = (float(v) for v in numbers[:6])
-        return {"bogo_ops": int(ops), "real_s": real_s, "usr_s": usr_s, "sys_s": sys_s,
-                "bogo_ops_per_s": per_s, "bogo_ops_per_cpu_s": per_cpu_s}
-    raise ValueError(f"no metrics row for the '{stressor}' stressor")
+from ..model import RunResult
+from ..stats import run_header
 
 
 def spread(values_ns: list[int]) -> dict[str, float | int | None]:

@@ -16,9 +16,9 @@ import stat
 import time
 from pathlib import Path
 
-from ..errors import UserError
-from .model import RunResult
-from .schema import Damaged
+from ...errors import UserError
+from ..model import RunResult
+from ..schema import Damaged
 
 # A result.json larger than this is not one rtforge wrote (a day-long probe
 # run with its per-second series is a few MB).

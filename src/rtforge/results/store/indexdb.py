@@ -1,5 +1,5 @@
 """The run store's SQLite index: its rows, how one is made from a result,
-and how the file is created -- or refused (see store.py's docstring).
+and how the file is created -- or refused (see runstore.py's docstring).
 
 The index lists runs for speed; the run folders are the truth, and the
 index is rebuilt from them whenever it is missing, of another version or
@@ -17,12 +17,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from .model import RunResult
-from .stats import summarize_all
+from ..model import RunResult
+from ..stats import summarize_all
 
 # 3: loads NULL when unknown (an import), '' when none.  4: start_utc (for
 # `runs --since`), indexes for the order, labels and states, and the meta
-# table holding the stamp of runs/ (store.py: lookups scan no folder).
+# table holding the stamp of runs/ (runstore.py: lookups scan no folder).
 INDEX_VERSION = 4
 COLUMNS = (
     "run_id", "kind", "engine", "label", "host", "kernel_release", "preempt_model", "loads",

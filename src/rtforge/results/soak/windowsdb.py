@@ -1,7 +1,7 @@
 """A board's fetched soak history, indexed for reading by range:
 <store>/monitor/<host>/windows.db (SQLite).
 
-The fetched files (monitorfolder.py) are the evidence, kept as the board
+The fetched files (folder.py) are the evidence, kept as the board
 wrote them; this database is the store's view of them, so that what a
 command costs follows what is new and the span it shows, never the whole
 history (six months of a 4-CPU board is 52,000 windows and 260 MB of
@@ -33,7 +33,7 @@ from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import UserError
+from ...errors import UserError
 from .windows import CpuFigures, Reading, Rollup, Window, decode_runs, encode_runs, parse_rollup, read_records
 
 SCHEMA_VERSION = 1
@@ -186,7 +186,7 @@ def _merged(cpus: list[CpuFigures]) -> CpuFigures:
 
 
 def _event(d):
-    from .schema import Damaged
+    from ..schema import Damaged
 
     if not isinstance(d, dict) or not isinstance(d.get("event"), str) or not isinstance(d.get("t_ns"), int):
         raise Damaged("not an event")

@@ -32,8 +32,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from ..units import format_us
-from . import rawfile
+from ...units import format_us
+from ..store import rawfile
 
 MAX_TRACE_FILES = 1000
 
@@ -93,18 +93,7 @@ def parse(text: str) -> list[dict[str, Any]]:
             continue
         if m := _PART.match(line):
             label, idle, us, pct = m.groups()
-            if label == "IRQ latency":
-                cur["irq_latency_us"] = float(us) if us else None
-                continue
-            key = _KEYS[label]
-            cur["parts"][key] = {"us": float(us) if us else None, "pct": float(pct) if pct else None}
-            if key == "irq_delay":
-                cur["exit_from_idle"] = bool(idle)
-            if key == "blocking":
-                items = None  # the thread follows on its own line
-                cur["blocking"] = {}
-            else:
-                items = cur["interference"].setdefault(key, []) if key in ("irq", "softirq", "thread") else None
+            items = _part(cur, items, label, idle, us, pct)
             continue
         if m := _FRAME.match(line):
             cur["stack"].append(m.group(1))
@@ -112,12 +101,34 @@ def parse(text: str) -> list[dict[str, Any]]:
         if "stack trace" in line or "stacktrace" in line:
             continue
         if (m := _ITEM.match(line)) and not line.lstrip().startswith("-"):
-            name, number, us = m.group(1).strip(), int(m.group(2)), m.group(3)
-            if cur["blocking"] == {}:
-                cur["blocking"] = {"comm": name, "pid": number, "us": float(us) if us else None}
-            elif items is not None:
-                items.append({"name": name, "number": number, "us": float(us) if us else None})
+            _item(cur, items, m.group(1).strip(), int(m.group(2)), m.group(3))
     return [s for s in spikes if s["total_us"] is not None]  # a block cut off by a kill is not a result
+
+
+def _part(cur: dict[str, Any], items: list | None, label: str, idle: str | None, us: str | None,
+          pct: str | None) -> list | None:
+    """One line of the breakdown ('IRQ handler delay: X us (P %)') into the spike; returns where
+    the NAME:NUMBER lines after it go: an interference's list, or none (the blocking thread's
+    line sets the thread itself, other parts list nothing)."""
+    if label == "IRQ latency":
+        cur["irq_latency_us"] = float(us) if us else None
+        return items
+    key = _KEYS[label]
+    cur["parts"][key] = {"us": float(us) if us else None, "pct": float(pct) if pct else None}
+    if key == "irq_delay":
+        cur["exit_from_idle"] = bool(idle)
+    if key == "blocking":
+        cur["blocking"] = {}  # the thread follows on its own line
+        return None
+    return cur["interference"].setdefault(key, []) if key in ("irq", "softirq", "thread") else None
+
+
+def _item(cur: dict[str, Any], items: list | None, name: str, number: int, us: str | None) -> None:
+    """A NAME:NUMBER line: the blocking thread when one is awaited, else an entry of the interference above it."""
+    if cur["blocking"] == {}:
+        cur["blocking"] = {"comm": name, "pid": number, "us": float(us) if us else None}
+    elif items is not None:
+        items.append({"name": name, "number": number, "us": float(us) if us else None})
 
 
 def idle_exit(text: str) -> dict[str, Any] | None:
@@ -209,26 +220,3 @@ def read_run(raw: Path) -> dict[str, Any] | None:
     return {"rtla_runs": len(runs), "spikes": spikes, "max_idle_exit": idle, "limit_reached": limit,
             "failed": failed}
 
-
-SHOWN = 20  # spike lines shown by `show` and the report, largest first
-
-
-def spike_lines(trace: dict[str, Any] | None, n: int = SHOWN) -> list[str]:
-    """One line per analysed spike, largest first: when, how late, the culprit.
-    Read from a stored result, so every value may be anything: what is not
-    the expected type is shown as unknown, never an error."""
-    if not isinstance(trace, dict):
-        return []
-    spikes = [s for s in trace.get("spikes") or [] if isinstance(s, dict)]
-    spikes.sort(key=lambda s: -(s["total_us"] if isinstance(s.get("total_us"), (int, float)) else 0))
-    lines = []
-    for s in spikes[:n]:
-        t = s.get("t_s")
-        when = f" at {t:g} s" if isinstance(t, (int, float)) else ""
-        total = s.get("total_us")
-        late = f"{total:.1f} µs" if isinstance(total, (int, float)) else "? µs"
-        kind = s.get("kind") if s.get("kind") in ("irq", "thread") else "?"
-        lines.append(f"CPU {s.get('cpu')}{when}: {late} ({kind} latency) — {s.get('culprit') or 'no breakdown'}")
-    if len(spikes) > n:
-        lines.append(f"… and {len(spikes) - n} smaller analysed spikes (raw/trace/ of the run)")
-    return lines

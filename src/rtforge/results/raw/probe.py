@@ -26,10 +26,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..errors import UserError
-from . import rawfile
-from .hist import Histogram
-from .model import CpuResult
+from ...errors import UserError
+from ..hist import Histogram
+from ..model import CpuResult
+from ..store import rawfile
 
 PROBE_FORMATS = {1}
 TOP_SPIKES = 100

@@ -1,5 +1,5 @@
 """Which stored runs to list: `rtforge runs --label/--host/--kernel/--since`,
-checked as typed and turned into SQL over the index (results/index.py).
+checked as typed and turned into SQL over the index (indexdb.py).
 
 A text filter keeps the runs whose field contains the text, ignoring the
 case of ASCII letters (SQLite's LIKE); --since keeps the runs that started
@@ -12,9 +12,9 @@ import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from ..errors import UserError
-from ..units import parse_span_s, shown
-from .index import _sql
+from ...errors import UserError
+from ...units import parse_span_s, shown
+from .indexdb import _sql
 
 MAX_TEXT = 200   # longer than any label (model.MAX_LABEL), host or kernel release
 # 2026-11-01, 2026-11-01T08:00, 2026-11-01 08:00:30, with Z or an offset

@@ -28,8 +28,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from fractions import Fraction
 
-from ..units import format_span, format_us
-from .hist import Histogram
+from ...units import format_span, format_us
+from ..hist import Histogram
 from .windows import P9999, Rollup, Window, merged_histogram
 
 DAY_NS = 86400 * 1_000_000_000
