@@ -113,7 +113,7 @@ def test_osadl_plot(probe_run, samples):
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
     worst = max(probe_run.cpus, key=lambda c: c.max_ns)
     for c in probe_run.cpus:
-        assert any(lbl.startswith(f"CPU {c.cpu}: max {c.max_ns / 1000:.1f} µs") for lbl in labels)
+        assert any(lbl.startswith(f"CPU {c.cpu}: max {c.max_ns / 1000:,.1f} µs") for lbl in labels)  # "1,502.3" loaded
     assert sum("worst" in lbl for lbl in labels) == 1 and f"CPU {worst.cpu}:" in next(s for s in labels if "worst" in s)
     widths = sorted(p.get_linewidth() for p in ax.patches)
     assert widths[-1] > widths[0]  # the worst CPU is drawn heavier
