@@ -11,10 +11,8 @@ import typer
 
 from ..device import board_host, open_transport
 from ..errors import UserError
-from ..measure.runner import NothingMeasured, Runner, list_runs, resolve_run
-from ..measure.session import collect
+from ..measure.session import fetch_runs
 from ..results.bench.summary import bench_show_dict
-from ..results.model import RunResult
 from ..results.stats import show_dict
 from ..results.store.runstore import Store
 from .common import HOST_REQUIRED, RESULTS_DIR, SSH_CONFIG, err_console
@@ -38,25 +36,15 @@ def fetch(
     store = Store(results_dir)
     transport = open_transport(host, ssh_config)
     err = err_console()
-    fetched: list[RunResult] = []
     try:
-        if run is not None:
-            ids, running = [resolve_run(transport, run)], []
-        else:
-            runs = list_runs(transport)
-            ids = [r.run_id for r in runs if not r.alive]
-            running = [r.run_id for r in runs if r.alive]
-        for run_id in ids:
-            try:
-                fetched.append(collect(Runner(transport, run_id), store))
-            except NothingMeasured as e:
-                if run is not None:
-                    raise
-                err.print(f"{e}; removed it from the board")
+        done = fetch_runs(store, transport, run)
     finally:
         transport.close()
-    for run_id in running:
+    for said in done.empty:
+        err.print(f"{said}; removed it from the board")
+    for run_id in done.running:
         err.print(f"{run_id} is still running on {host}: `rtforge attach {host} {run_id}` follows it")
+    fetched = done.results
     if as_json:
         print(json.dumps([show_dict(r) if r.kind != "bench" else bench_show_dict(r) for r in fetched], indent=1))
         return 0
@@ -65,7 +53,7 @@ def fetch(
         what = f"max {us(r.max_ns)} µs" if r.kind != "bench" else "CPU benchmark"
         console.print(f"fetched {r.run_id} · {r.state}{' (partial)' if r.partial else ''} · "
                       f"{r.duration_s or 0:.0f} s · {what}", highlight=False)
-    if not fetched and not running:
+    if not fetched and not done.running:
         console.print(f"no runs on {host} to fetch")
     return 0
 

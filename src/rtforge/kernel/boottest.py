@@ -36,9 +36,9 @@ from .. import paths, tools
 from ..device.deploy.bundle import Bundle
 from ..device.deploy.manifest import kernel_problems
 from ..errors import UserError
+from ..measure.lifecycle import store_ended
 from ..measure.probebuild import CROSS, build_probe, build_program
 from ..results.model import RunResult
-from ..results.raw.finalize import finalize
 from ..results.store.runstore import Store
 from . import aarch32, initramfs
 from .boards import get_board
@@ -287,7 +287,10 @@ def _last_line(text: bytes) -> str:
 
 
 def _store_run(bundle: Bundle, store: Store, q: dict, console: str) -> str | None:
-    """The probe's few seconds inside QEMU, stored as an emulated run."""
+    """The probe's few seconds inside QEMU, stored as an emulated run.  It
+    ended inside the guest before rtforge sees its files, so it enters the
+    store through the run lifecycle's door for runs that ended elsewhere
+    (measure/lifecycle.store_ended), never as "running"."""
     files = _sections(console)
     if "probe.json" not in files or not files["probe.json"].strip():
         return None
@@ -298,14 +301,10 @@ def _store_run(bundle: Bundle, store: Store, q: dict, console: str) -> str | Non
                        label=f"boot test {bundle.release} on {machine} (emulated)",
                        config={"emulated": True, "interval_us": 1000, "priority": 90, "policy": "fifo", "loads": []},
                        reproducer=f"rtforge kernel boot-test {bundle.root} --machine {machine}")
-    raw = store.run_dir(result.run_id) / "raw"
-    raw.mkdir(parents=True)
-    for name, body in files.items():
-        if name in ("probe.json", "series.jsonl", "telemetry.jsonl"):      # the probe's files, never a path
-            (raw / name).write_text(body.replace("\r\n", "\n") + ("\n" if not body.endswith("\n") else ""))
+    raw = {name: body.replace("\r\n", "\n") + ("\n" if not body.endswith("\n") else "")
+           for name, body in files.items()
+           if name in ("probe.json", "series.jsonl", "telemetry.jsonl")}      # the probe's files, never a path
     try:
-        finalize(result, raw.parent)
+        return store_ended(store, result, raw).run_id
     except UserError:
         return None
-    store.save(result)
-    return result.run_id

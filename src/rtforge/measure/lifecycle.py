@@ -19,6 +19,12 @@ The runner (data/runner.sh, whose header documents its files) keeps its
 bookkeeping in raw/runner/: ``state`` (one of RUNNER_STATES once it ended),
 ``events``, pid files and ``times``.  Runs from before the runner, and the
 boot test's, have no such folder: their engine's own files decide.
+
+One run enters the store already ended: the boot test's probe run, which
+measured inside a QEMU guest (no runner, no owner this machine could check,
+nothing to settle) and arrives as text on the guest's console.  It goes
+through ``store_ended``: the same ``finish``, then the store's whole-or-
+nothing ``add``, never a "running" state first.
 """
 
 from __future__ import annotations
@@ -31,7 +37,7 @@ from functools import cache
 from importlib import resources
 from pathlib import Path
 
-from .. import procfs
+from .. import paths, procfs
 from ..device.transport import safesh
 from ..errors import UserError
 from ..results.model import RunResult
@@ -210,3 +216,31 @@ def settle(store: Store) -> list[str]:
                 log.warning("%s; run %s is shown finalized but stays 'running' on disk", e, row.run_id)
         settled.append(row.run_id)
     return settled
+
+
+# -- a run that ended elsewhere ------------------------------------------------------
+def store_ended(store: Store, result: RunResult, raw: dict[str, str]) -> RunResult:
+    """Store a run that measured where neither a runner nor this rtforge
+    could own it, and ended there: its engine's files (name -> text) under
+    raw/, finished as every run is (``finish``: no runner's verdict, so the
+    engine's own files decide), and the folder added to the store whole or
+    not at all (result.run_id changes if another run took it meanwhile).
+
+    It is never saved "running" first, unlike a run launched here: its
+    owner was a guest that is gone before its files arrive, so there is no
+    moment in which a crash of rtforge could lose a run still measuring, and
+    nothing ``settle`` could do for it.  UserError when its files cannot be
+    read as a run; nothing is left in the store then."""
+    staging = store.staging()
+    try:
+        (staging / "raw").mkdir()
+        for name, text in raw.items():
+            if "/" in name or name in ("", ".", ".."):
+                raise ValueError(f"a raw file is named by a plain name, not {name!r}")
+            paths.write_atomic(staging / "raw" / name, text)
+        finish(result, staging)
+        store.add(result, staging)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return result

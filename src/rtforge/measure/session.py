@@ -7,7 +7,8 @@ or on a board -- the library API behind `rtforge latency`, `attach` and
 
 Both go through the same lifecycle (launch.start_run, then follow, then
 collect) and the same runner on the target, so both survive a killed
-rtforge and can be followed again (`attach`) or ended (`stop`).  What
+rtforge and can be followed again (`attach`), ended (`stop`) or, on a
+board, brought in once they ended (`fetch_runs`: `rtforge fetch`).  What
 differs is what Ctrl-C means: here it ends the run and keeps what was
 measured (the user sits at the machine being measured); on a board it only
 lets go of the run (LetGo), which goes on -- ending it is a deliberate
@@ -27,7 +28,7 @@ from ..results.store.runstore import Store
 from ..signals import held_signals
 from .launch import Started, start_run
 from .loads import HostFlood
-from .runner import NothingMeasured, Poll, Runner, resolve_run
+from .runner import BASE_DIR, NothingMeasured, Poll, Runner, list_runs, resolve_run
 from .spec import LatencySpec, expected_s
 from .target import make_target
 
@@ -282,6 +283,37 @@ def stop(ref: str, store: Store, transport: Transport | None = None, signal_name
         return store.load(run.run_id)
     stop_run(run, signal_name)
     return collect(run, store)
+
+
+@dataclass
+class Fetched:
+    """What fetch_runs did on a board."""
+    results: list[RunResult] = field(default_factory=list)   # stored, and removed from the board
+    running: list[str] = field(default_factory=list)         # still measuring there: `attach` follows them
+    empty: list[str] = field(default_factory=list)           # why each run that measured nothing was removed
+
+
+def fetch_runs(store: Store, transport: Transport, ref: str | None = None, *, base: str = BASE_DIR) -> Fetched:
+    """Bring a board's runs that ended into the store, each through collect
+    (verified, then removed there): the one named by ref (id or prefix),
+    else every run whose runner is gone.  A run that measured nothing is
+    removed and said in Fetched.empty -- or, when it is the one asked for,
+    raised as NothingMeasured."""
+    done = Fetched()
+    if ref is not None:
+        done.results.append(collect(Runner(transport, resolve_run(transport, ref, base), base=base), store))
+        return done
+    for info in list_runs(transport, base):
+        if info.alive:
+            done.running.append(info.run_id)
+            continue
+        # the listing's answer is the run's last poll: its runner is gone, so it cannot change
+        last = Poll(info.state, info.detail, False, None)
+        try:
+            done.results.append(collect(Runner(transport, info.run_id, base=base), store, last=last))
+        except NothingMeasured as e:
+            done.empty.append(str(e))
+    return done
 
 
 def _expected_s(doc: dict) -> float | None:

@@ -9,20 +9,21 @@ again after each (runner.sh `trace`) for as long as the engine measures,
 up to MAX_ANALYSES; the texts land in raw/trace/N.out and
 results/raw/rtla_analysis.py turns them into one line per spike.
 
-Before anything starts, the target is asked whether it can trace at all:
-tracefs mounted or mountable, `timerlat` among the kernel's tracers, and an
-rtla with auto-analysis (timerlat_aa.c came after Debian 12's rtla 6.1,
-which has only the stop, not the analysis; rtforge asks for --aa-only,
-which skips rtla's own statistics to keep its cost on the target low, so
-the check is for that option in rtla's help).
+Before anything starts, the target is asked whether it can trace at all
+(the one facts reader's trace section, device/transport/facts.py): tracefs
+mounted or mountable, `timerlat` among the kernel's tracers, and an rtla
+with auto-analysis (timerlat_aa.c came after Debian 12's rtla 6.1, which
+has only the stop, not the analysis; rtforge asks for --aa-only, which
+skips rtla's own statistics to keep its cost on the target low, so the
+check is for that option in rtla's help).
 """
 
 from __future__ import annotations
 
 import math
 import shlex
-from dataclasses import dataclass
 
+from ..device.transport.facts import TraceFacts, read_trace
 from ..errors import UserError
 
 # Each analysis is a restart of rtla (a few hundred ms of tracer set-up, when
@@ -30,54 +31,13 @@ from ..errors import UserError
 # second for hours.
 MAX_ANALYSES = 50
 
-# One round trip.  tracefs is mounted where it is not yet and can be (rtla
-# would mount it itself; without it the kernel's tracers cannot be listed).
-_PROBE = r"""
-T=
-for d in /sys/kernel/tracing /sys/kernel/debug/tracing; do
-    [ -r "$d/available_tracers" ] && { T=$d; break; }
-done
-if grep -qw tracefs /proc/filesystems 2>/dev/null; then
-    echo 'tracefs_fs 1'
-    if [ -z "$T" ] && [ "$(id -u)" = 0 ] && [ -d /sys/kernel/tracing ]; then
-        mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null && [ -r /sys/kernel/tracing/available_tracers ] \
-            && T=/sys/kernel/tracing
-    fi
-fi
-printf 'tracefs %s\n' "$T"
-[ -n "$T" ] && printf 'tracers %s\n' "$(cat "$T/available_tracers" 2>/dev/null)"
-if command -v rtla >/dev/null 2>&1; then
-    echo 'rtla 1'
-    rtla timerlat top --help 2>&1 | grep -q -- '--aa-only' && echo 'rtla_aa 1'
-fi
-printf 'kernel %s\n' "$(uname -r)"
-"""
-
-
-@dataclass
-class TraceSupport:
-    tracefs: str | None        # where tracefs is mounted (None: not mounted, not mountable)
-    tracefs_known: bool        # the kernel has tracefs at all
-    tracers: list[str]
-    rtla: bool
-    rtla_aa: bool              # rtla has auto-analysis without statistics (--aa-only)
-    kernel: str = ""
-
-    @classmethod
-    def parse(cls, text: str) -> TraceSupport:
-        v: dict[str, str] = {}
-        for line in text.splitlines():
-            key, _, value = line.partition(" ")
-            v[key] = value.strip()
-        return cls(tracefs=v.get("tracefs") or None, tracefs_known=v.get("tracefs_fs") == "1",
-                   tracers=v.get("tracers", "").split(), rtla=v.get("rtla") == "1",
-                   rtla_aa=v.get("rtla_aa") == "1", kernel=v.get("kernel", ""))
+# What the target offers, as the facts reader's trace section reads it.
+TraceSupport = TraceFacts
 
 
 def detect(transport, sudo: bool = False) -> TraceSupport:
     """What the target offers for --trace (as root, like the runner)."""
-    r = transport.run(["sh", "-c", _PROBE], sudo=sudo, step="checking the kernel's tracers")
-    return TraceSupport.parse(r.stdout)
+    return read_trace(transport, sudo=sudo)
 
 
 FIX = ("build a kernel with `rtforge kernel build --fragments tracing`, or boot one with "

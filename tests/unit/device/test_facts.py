@@ -93,3 +93,78 @@ def test_the_running_configuration_is_read_with_the_facts(tmp_path):
         "its configuration (/proc/config.gz) has # CONFIG_PREEMPT_RT is not set"]
     assert kernel_problems("PREEMPT_RT", rt_v, None, config_from=None, config_rt=[]) == []  # none read: not guessed
     assert read_facts(LocalTransport(), root=str(tmp_path / "proc")).config_from is None
+
+
+# -- the named sections: the kernel section (kernel/running.py) and the trace section (measure/trace.py)
+
+def test_the_kernel_section_reads_a_boards_files_below_its_root(tmp_path):
+    """A copy of a Raspberry Pi OS board: its files say what it runs (not this
+    machine's uname), its dpkg database which package installed the kernel."""
+    from rtforge.device.transport.facts import KERNEL_NAMES, kernel_from_blocks, run_sections
+
+    from ...support.runningboards import rpios
+
+    root = rpios("6.12.25+rpt-rpi-v8", "aarch64", "Raspberry Pi 4 Model B Rev 1.4", "arm64",
+                 config="CONFIG_ARM64=y\n", changelog_lines=["Built from stable_20250428"]).write(tmp_path / "b")
+    out = run_sections(LocalTransport(), ("kernel",), str(root)).stdout
+    assert set(blocks(out)) <= set(KERNEL_NAMES) and "@@machine" not in out   # only the section asked for
+    k = kernel_from_blocks(blocks(out))
+    assert (k.release, k.arch, k.machine, k.model) == ("6.12.25+rpt-rpi-v8", "aarch64", "",
+                                                        "Raspberry Pi 4 Model B Rev 1.4")
+    assert k.version.startswith("#1 SMP PREEMPT Debian") and k.os == "Debian GNU/Linux 12 (bookworm)"
+    assert k.config_gz == "CONFIG_ARM64=y" and k.boot_config == ""
+    assert k.dpkg is not None and k.dpkg[:2] == ["linux-image-6.12.25+rpt-rpi-v8", "1:6.12.25-1+rpt1"]
+    assert k.dpkg_path == "/boot/vmlinuz-6.12.25+rpt-rpi-v8" and "stable_20250428" in k.changelog
+
+
+def test_the_kernel_section_stays_in_its_tree(tmp_path):
+    """A link out of the tree is not followed (rtforge_cat), and a release
+    that is not a plain name is never put into a path (boot/config-...)."""
+    from rtforge.device.transport.facts import kernel_from_blocks, run_sections
+
+    (tmp_path / "proc/sys/kernel").mkdir(parents=True)
+    (tmp_path / "etc").mkdir()
+    (tmp_path / "etc/os-release").symlink_to("/etc/os-release")          # this machine's
+    (tmp_path / "proc/sys/kernel/osrelease").write_text("../../etc\n")
+    (tmp_path / "boot").mkdir()
+    (tmp_path / "boot/config-../../etc").mkdir(parents=True)              # what a bad release would reach
+    k = kernel_from_blocks(blocks(run_sections(LocalTransport(), ("kernel",), str(tmp_path)).stdout))
+    assert (k.release, k.os, k.boot_config, k.dpkg) == ("../../etc", None, "", None)
+    here = kernel_from_blocks(blocks(run_sections(LocalTransport(), ("kernel",)).stdout))
+    assert (here.release, here.machine) == (platform.release(), platform.machine())
+
+
+def test_sections_and_a_command_in_one_round_trip(tmp_path):
+    """device, kernel and trace blocks and `then`, one script; the trace
+    section reads this machine's tracing even after a section read below a tree."""
+    from rtforge.device.transport.facts import kernel_from_blocks, read_trace, run_sections, trace_from_blocks
+
+    (tmp_path / "proc/sys/kernel").mkdir(parents=True)
+    (tmp_path / "proc/sys/kernel/osrelease").write_text("6.6.1-tree\n")
+    out = run_sections(LocalTransport(), ("device", "kernel", "trace"), str(tmp_path), ["sh"],
+                       then=["sh", "-c", "echo said; exit 3"]).stdout
+    v = blocks(out)
+    assert from_blocks(v).tools == {"sh"} and kernel_from_blocks(v).release == "6.6.1-tree"
+    assert trace_from_blocks(v) == read_trace(LocalTransport())
+    assert trace_from_blocks(v).kernel == platform.release() == v["release"]      # one name, one meaning
+    assert (v["then"], v["then_status"]) == ("said", "3")
+
+
+def test_the_trace_section_parses_without_a_shell():
+    from rtforge.device.transport.facts import trace_from_blocks
+
+    t = trace_from_blocks(blocks("\n@@tracefs_known\n1\n@@tracefs\n\n@@tracers\n\n@@rtla\n1\n@@release\n6.1.0\n"))
+    assert (t.tracefs, t.tracefs_known, t.tracers, t.rtla, t.rtla_aa, t.kernel) == (None, True, [], True, False,
+                                                                                   "6.1.0")
+    t = trace_from_blocks(blocks("\n@@tracefs\n/sys/kernel/tracing\n@@tracers\ntimerlat osnoise nop\n@@rtla_aa\n1\n"))
+    assert (t.tracefs, t.tracers, t.rtla_aa, t.tracefs_known) == ("/sys/kernel/tracing", ["timerlat", "osnoise", "nop"],
+                                                                  True, False)
+
+
+def test_a_section_that_is_not_there_is_a_bug():
+    import pytest
+
+    from rtforge.device.transport.facts import run_sections
+
+    with pytest.raises(ValueError, match="no facts section 'kernal'"):
+        run_sections(LocalTransport(), ("kernal",))

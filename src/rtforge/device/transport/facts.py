@@ -8,6 +8,24 @@ and tune's snapshot, which calls the same shell function inside its own
 round trip (state/snapshot.py).  A transport asks `id -u` for sudo's sake
 and judges the answer with `uid_is_root` too.
 
+The script is in named sections, each a shell function printing "@@name"
+blocks (one wire format); a caller names the sections it needs and gets
+them in one round trip:
+
+    device  what deploy, tune, a run's first contact and the monitor need
+            (rtforge_facts: uname, the boot folder, df, who rtforge is there,
+            CPUs, tools, systemd, ...)                         -> DeviceFacts
+    kernel  the running kernel as the files below the root say -- its
+            release, configuration, the dpkg package that installed it and
+            that package's newest changelog entry (`kernel build --match`,
+            kernel/running.py)                                 -> KernelFacts
+    trace   whether the machine can trace: tracefs (mounted where it can
+            be), the kernel's tracers, rtla and its auto-analysis
+            (`latency --trace`, the monitor's alerts, measure/trace.py) -> TraceFacts
+
+A block's name means one thing whichever section prints it ("release" is
+`uname -r` in device and trace alike).
+
 Files are read below the device's root ("" on a real board; a test tree or
 --sysroot otherwise); commands (uname, id, getconf) and the shell's own
 /proc/$$/status always answer for the machine the script runs on.
@@ -29,7 +47,7 @@ class Runs(Protocol):
     Transport is one; this module sits below transport.py, which judges its
     own `id -u` by uid_is_root.)"""
 
-    def run(self, argv: list[str], *, timeout: float | None = None, check: bool = False,
+    def run(self, argv: list[str], *, timeout: float | None = None, sudo: bool = False, check: bool = False,
             step: str | None = None) -> subprocess.CompletedProcess: ...
 
 # A shell function, so that a larger script (the snapshot) can call it in its
@@ -81,11 +99,120 @@ rtforge_facts() {
 """
 # Files are read bounded and regular-only (data/safe.sh's rtforge_cat): a
 # FIFO or a link to /dev/zero in a --sysroot tree is skipped, not waited on.
+# FUNCTION is the device section alone, for a larger script that calls it in
+# its own round trip (state/snapshot.py).
 FUNCTION = safesh.functions() + _FUNCTION
-SCRIPT = FUNCTION + 'rtforge_facts "$@"\nexit 0\n'
 NAMES = ("machine", "release", "version", "hostname", "model", "realtime", "os", "bootdir", "tryboot", "bootid",
          "df_boot", "df_root", "grub", "uid", "user", "panic", "cmdline", "config", "online", "allowed", "ncpus", "ssh",
          "tools", "paths", "systemd")
+
+# The kernel section: rtforge_facts_kernel ROOT.  What a board answers is
+# data, never code (architecture rule 12): every file is read bounded, the
+# release must be a plain name before it is put into a path, and dpkg-query
+# (which reads the database's files itself, so only after its status file
+# was found regular) runs under timeout(1) where there is one.  uname -m
+# only answers for a real board's root: a tree's machine is in its files.
+KERNEL_SMALL_MAX = 4 << 10
+KERNEL_CONFIG_MAX = 4 << 20       # a distribution's .config is ~0.3 MB
+KERNEL_CHANGELOG_MAX = 64 << 10   # the newest entries are at the top
+_KERNEL = r"""
+rtforge_facts_kernel() {
+  _kR="$1"
+  RTFORGE_ROOT="$_kR"
+  _ks() { printf '\n@@%s\n' "$1"; }
+  _kc() { rtforge_cat "$_kR$1" "${2:-@SMALL@}" 2>/dev/null; }
+  _kok() { [ -f "$_kR$1" ] && [ -r "$_kR$1" ] && rtforge_inside "$_kR$1"; }
+  _kz() { _kok "$1" && gzip -dc "$_kR$1" 2>/dev/null | head -c "$2"; }
+  _ks k_release; _kc /proc/sys/kernel/osrelease
+  _ks k_version; _kc /proc/sys/kernel/version
+  _ks k_arch; _kc /proc/sys/kernel/arch
+  _ks k_model; _kc /proc/device-tree/model | tr -d '\000'
+  _ks k_os; _kc /etc/os-release
+  _ks k_machine; [ -z "$_kR" ] && uname -m
+  _kr=$(_kc /proc/sys/kernel/osrelease 200 | tr -d '\n')
+  case "$_kr" in ''|*[!A-Za-z0-9._+~-]*|.*) _kr= ;; esac
+  _ks k_config_gz; _kz /proc/config.gz @CONFIG@
+  _ks k_boot_config; [ -n "$_kr" ] && _kc "/boot/config-$_kr" @CONFIG@
+  _kT=; command -v timeout >/dev/null 2>&1 && _kT="timeout 20"
+  _kD="$_kR/var/lib/dpkg"
+  if [ -n "$_kr" ] && _kok /var/lib/dpkg/status && command -v dpkg-query >/dev/null 2>&1; then
+    _kp=
+    for _kf in "/boot/vmlinuz-$_kr" "/lib/modules/$_kr/modules.builtin" "/lib/modules/$_kr/modules.order"; do
+      # shellcheck disable=SC2086  # _kT is "timeout 20" or nothing
+      _kp=$($_kT dpkg-query --admindir="$_kD" -S "$_kf" 2>/dev/null | head -n 1 | sed 's/: .*//')
+      [ -n "$_kp" ] && break
+    done
+    if [ -n "$_kp" ]; then
+      _ks k_dpkg_path; printf '%s\n' "$_kf"
+      _kp=${_kp%%,*}; _kp=${_kp%%:*}
+      case "$_kp" in ''|*[!a-z0-9.+-]*) _kp= ;; esac
+    fi
+    if [ -n "$_kp" ]; then
+      _ks k_dpkg
+      # shellcheck disable=SC2016,SC2086  # dpkg-query's own ${...}; _kT as above
+      $_kT dpkg-query --admindir="$_kD" -W \
+        -f '${Package}\t${Version}\t${source:Package}\t${source:Version}\n' "$_kp" 2>/dev/null
+      _ks k_changelog; _kz "/usr/share/doc/$_kp/changelog.Debian.gz" @CHANGELOG@
+    fi
+  fi
+  return 0
+}
+""".replace("@SMALL@", str(KERNEL_SMALL_MAX)).replace("@CONFIG@", str(KERNEL_CONFIG_MAX)) \
+    .replace("@CHANGELOG@", str(KERNEL_CHANGELOG_MAX))
+KERNEL_NAMES = ("k_release", "k_version", "k_arch", "k_model", "k_os", "k_machine", "k_config_gz", "k_boot_config",
+                "k_dpkg_path", "k_dpkg", "k_changelog")
+
+# The trace section: rtforge_facts_trace.  tracefs is mounted where it is not
+# yet and can be (rtla would mount it itself; without it the kernel's tracers
+# cannot be listed); its files are root's, so this section is read as root.
+# rtforge asks rtla for --aa-only (timerlat_aa.c came after Debian 12's rtla
+# 6.1, which has only the stop), so the check is for that option in its help.
+_TRACE = r"""
+rtforge_facts_trace() {
+  RTFORGE_ROOT=   # the machine's own tracing, whatever root another section read below
+  _tT=
+  for _td in /sys/kernel/tracing /sys/kernel/debug/tracing; do
+    [ -r "$_td/available_tracers" ] && { _tT=$_td; break; }
+  done
+  if grep -qw tracefs /proc/filesystems 2>/dev/null; then
+    printf '\n@@tracefs_known\n1\n'
+    if [ -z "$_tT" ] && [ "$(id -u)" = 0 ] && [ -d /sys/kernel/tracing ]; then
+      mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null && [ -r /sys/kernel/tracing/available_tracers ] \
+        && _tT=/sys/kernel/tracing
+    fi
+  fi
+  printf '\n@@tracefs\n%s\n' "$_tT"
+  printf '\n@@tracers\n'; [ -n "$_tT" ] && rtforge_cat "$_tT/available_tracers" 2>/dev/null
+  if command -v rtla >/dev/null 2>&1; then
+    printf '\n@@rtla\n1\n'
+    rtla timerlat top --help 2>&1 | grep -q -- '--aa-only' && printf '\n@@rtla_aa\n1\n'
+  fi
+  printf '\n@@release\n'; uname -r
+  return 0
+}
+"""
+TRACE_NAMES = ("tracefs_known", "tracefs", "tracers", "rtla", "rtla_aa", "release")
+
+SECTIONS = {"device": NAMES, "kernel": KERNEL_NAMES, "trace": TRACE_NAMES}
+
+# The one script: sh -c SCRIPT sh THEN ROOT SECTIONS [TOOL...].  SECTIONS
+# names the sections, in order, separated by spaces; THEN, when not empty, is
+# a caller's command (shell-quoted) run after them, whose output is the block
+# "then" and its exit status the block "then_status".
+SCRIPT = FUNCTION + _KERNEL + _TRACE + r"""
+_then=$1 _root=$2 _sections=$3; shift 3
+for _section in $_sections; do
+  case "$_section" in
+    device) rtforge_facts "$_root" "$@" ;;
+    kernel) rtforge_facts_kernel "$_root" ;;
+    trace) rtforge_facts_trace ;;
+  esac
+done
+if [ -n "$_then" ]; then
+  printf '\n@@then\n'; eval "$_then"; printf '\n@@then_status\n%s\n' "$?"
+fi
+exit 0
+"""
 
 
 def uid_is_root(uid: str | int) -> bool:
@@ -157,10 +284,15 @@ def _df_free(text: str) -> int | None:
     return int(lines[-1].split()[3]) if len(lines) >= 2 else None
 
 
+def pretty_name(os_release: str) -> str | None:
+    """PRETTY_NAME of an /etc/os-release text."""
+    return next((line.split("=", 1)[1].strip().strip('"') for line in os_release.splitlines()
+                 if line.startswith("PRETTY_NAME=")), None)
+
+
 def from_blocks(v: dict[str, str]) -> DeviceFacts:
     """The facts from the blocks of the facts function's output."""
-    pretty = next((line.split("=", 1)[1].strip('"') for line in v.get("os", "").splitlines()
-                   if line.startswith("PRETTY_NAME=")), None)
+    pretty = pretty_name(v.get("os", ""))
     flag = [int(b) for b in v.get("tryboot", "").split()]
     ssh = v.get("ssh", "").split()
     return DeviceFacts(
@@ -194,10 +326,64 @@ def from_blocks(v: dict[str, str]) -> DeviceFacts:
     )
 
 
-# The facts, then a caller's command (shell-quoted, in $1), whose output is
-# the block "then" and its exit status the block "then_status".
-SCRIPT_THEN = FUNCTION + ('_then=$1; shift\nrtforge_facts "$@"\nprintf \'\\n@@then\\n\'\neval "$_then"\n'
-                          'printf \'\\n@@then_status\\n%s\\n\' "$?"\nexit 0\n')
+@dataclass
+class KernelFacts:
+    """The kernel section: the running kernel as the files below the root say
+    (a copy of a board's files says what that board runs, not this machine)."""
+    release: str                # /proc/sys/kernel/osrelease, as written there (checked by the caller)
+    version: str                # /proc/sys/kernel/version: uname -v
+    arch: str                   # /proc/sys/kernel/arch
+    machine: str                # uname -m: only when the root is the machine's own ("")
+    model: str                  # /proc/device-tree/model ("" off a Pi)
+    os: str | None              # PRETTY_NAME of /etc/os-release
+    config_gz: str              # /proc/config.gz's text (bounded), "" without one
+    boot_config: str            # /boot/config-<release>'s text (bounded), "" without one
+    dpkg_path: str | None       # the file dpkg's database names the kernel's package by
+    dpkg: list[str] | None      # that package's Package, Version, source:Package, source:Version
+    changelog: str              # the start of its changelog.Debian.gz
+
+
+def kernel_from_blocks(v: dict[str, str]) -> KernelFacts:
+    row = v.get("k_dpkg", "").splitlines()
+    cols = row[0].split("\t") if row else []
+    return KernelFacts(
+        release=v.get("k_release", "").strip(), version=v.get("k_version", "").strip(),
+        arch=v.get("k_arch", "").strip(), machine=v.get("k_machine", "").strip(),
+        model=v.get("k_model", "").replace("\0", "").strip(), os=pretty_name(v.get("k_os", "")),
+        config_gz=v.get("k_config_gz", ""), boot_config=v.get("k_boot_config", ""),
+        dpkg_path=v.get("k_dpkg_path") or None, dpkg=cols if len(cols) >= 4 else None,
+        changelog=v.get("k_changelog", ""))
+
+
+@dataclass
+class TraceFacts:
+    """The trace section: what the machine offers for rtla's timerlat analysis."""
+    tracefs: str | None        # where tracefs is mounted (None: not mounted, not mountable)
+    tracefs_known: bool        # the kernel has tracefs at all
+    tracers: list[str]
+    rtla: bool
+    rtla_aa: bool              # rtla has auto-analysis without statistics (--aa-only)
+    kernel: str = ""           # uname -r
+
+
+def trace_from_blocks(v: dict[str, str]) -> TraceFacts:
+    return TraceFacts(tracefs=v.get("tracefs") or None, tracefs_known=v.get("tracefs_known") == "1",
+                      tracers=v.get("tracers", "").split(), rtla=v.get("rtla") == "1",
+                      rtla_aa=v.get("rtla_aa") == "1", kernel=v.get("release", ""))
+
+
+def run_sections(t: Runs, sections: tuple[str, ...] | list[str], root: str = "",
+                 tools: tuple[str, ...] | list[str] = (), then: list[str] | None = None, *, sudo: bool = False,
+                 timeout: float | None = None, check: bool = True,
+                 step: str = "reading the board's facts") -> subprocess.CompletedProcess:
+    """The facts script with the named sections (and `then` after them), in
+    one round trip; its output holds the sections' blocks (see blocks())."""
+    unknown = [s for s in sections if s not in SECTIONS]
+    if unknown:
+        raise ValueError(f"no facts section {unknown[0]!r}: the sections are {', '.join(SECTIONS)}")
+    argv = ["/bin/sh", "-c", SCRIPT, "sh", shlex.join(then) if then else "", root.rstrip("/"), " ".join(sections),
+            *tools]
+    return t.run(argv, sudo=sudo, check=check, timeout=timeout, step=step)
 
 
 def read_facts(t: Runs, root: str = "", tools: tuple[str, ...] | list[str] = (), *,
@@ -210,11 +396,13 @@ def read_facts_then(t: Runs, root: str = "", tools: tuple[str, ...] | list[str] 
                     *, timeout: float | None = None) -> tuple[DeviceFacts, str, int]:
     """read_facts, and the output and exit status of the command `then` run
     after them in the same round trip."""
-    if then is None:
-        argv = ["/bin/sh", "-c", SCRIPT, "sh", root.rstrip("/"), *tools]
-    else:
-        argv = ["/bin/sh", "-c", SCRIPT_THEN, "sh", shlex.join(then), root.rstrip("/"), *tools]
-    out = t.run(argv, check=True, timeout=timeout, step="reading the board's facts").stdout
-    found = blocks(out)
+    found = blocks(run_sections(t, ("device",), root, tools, then, timeout=timeout).stdout)
     status = found.get("then_status", "0")
     return from_blocks(found), found.get("then", ""), int(status) if status.isdigit() else 1
+
+
+def read_trace(t: Runs, *, sudo: bool = False) -> TraceFacts:
+    """The trace section alone (as root with sudo=True: tracefs is root's).
+    A script that fails says nothing of tracing: every part reads as missing."""
+    return trace_from_blocks(blocks(run_sections(t, ("trace",), sudo=sudo, check=False,
+                                                 step="checking the kernel's tracers").stdout))
