@@ -254,10 +254,12 @@ def test_auto_falls_back_to_the_nearest_sublevel(src61, site):
 
 
 @pytest.mark.slow
-def test_auto_fails_naming_every_candidate(src61, site):
+def test_auto_fails_naming_every_candidate(src61, site, tmp_path, monkeypatch):
     s = site("none")
     s.add("patch-6.1.193-rt84.patch.xz", "bad")
     s.add("patch-6.1.191-rt80.patch.xz", "no_rt", older=True)
+    # a cache of its own: the shared one holds other workers' trees, made or half-made as this runs
+    monkeypatch.setenv("RTFORGE_CACHE_DIR", str(tmp_path / "cache"))
     rt_dir = fetch.kernel_cache() / "rt"
     before = set(rt_dir.iterdir()) if rt_dir.is_dir() else set()
     with pytest.raises(UserError) as e:
