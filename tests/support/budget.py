@@ -35,6 +35,9 @@ _BOARD_FIXTURES = {"sshd", "board", "link"}
 
 _started = time.monotonic()
 _tiers: dict[str, list[float]] = defaultdict(lambda: [0, 0.0])   # tier -> [tests, seconds]
+_tests: dict[str, float] = defaultdict(float)                     # test -> seconds, its phases together
+# docs/testing.md's table says what each test over this proves, with its time
+SLOW_S = 20.0
 
 
 def group_of(item) -> str | None:
@@ -64,6 +67,7 @@ def pytest_runtest_logreport(report) -> None:
     """Every phase of every test (with xdist, as the workers report them)."""
     t = _tiers[_tier(report.nodeid)]
     t[1] += report.duration
+    _tests[report.nodeid.split("@")[0]] += report.duration
     if report.when == "call" or (report.when == "setup" and report.skipped):
         t[0] += 1
 
@@ -81,4 +85,10 @@ def pytest_terminal_summary(terminalreporter) -> None:
         if tier in _tiers:
             n, s = _tiers[tier]
             tr.write_line(f"  {tier:<12} {n:>5} tests {s / 60:7.1f} min")
+    slow = sorted(((s, n) for n, s in _tests.items() if s >= SLOW_S), reverse=True)
+    if slow:
+        tr.write_line(f"tests over {SLOW_S:.0f} s, setup (a shared fixture's making, for the first test to ask "
+                      "for it) + call + teardown:")
+        for seconds, nodeid in slow:
+            tr.write_line(f"  {seconds:7.1f} s  {nodeid}")
     tr.write_line("goals (docs/testing.md): .ci/run cold <= 45 min, warm <= 25 min; make check <= 2 min")
