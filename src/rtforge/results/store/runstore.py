@@ -199,11 +199,7 @@ class Store:
         if result.stored_at is None:
             result.stored_at = self._stored_at(result.run_id) or _now()
         paths.write_atomic(d / "result.json", result.to_json(), fixed_tmp=True)
-        try:
-            with self._index(before=before) as db:
-                db.execute(_INSERT, insert_values(result, file_key(d)))
-        except UserError as e:
-            log.warning("%s; the run is saved and the index is rebuilt from the run folders later", e)
+        self._index_run(result, d, before, "saved")
         return d
 
     def staging(self) -> Path:
@@ -248,12 +244,17 @@ class Store:
         else:
             raise UserError(f"no free run id like {result.run_id} in {self.runs_dir}; try again")
         sync_dir(self.runs_dir)
+        self._index_run(result, d, before, "stored")
+        return d
+
+    def _index_run(self, result: RunResult, d: Path, before, done: str) -> None:
+        """The index's row for a run whose folder is written: an index that
+        cannot be written is not the run's loss (the folders are the truth)."""
         try:
             with self._index(before=before) as db:
                 db.execute(_INSERT, insert_values(result, file_key(d)))
         except UserError as e:
-            log.warning("%s; the run is stored and the index is rebuilt from the run folders later", e)
-        return d
+            log.warning("%s; the run is %s and the index is rebuilt from the run folders later", e, done)
 
     def _stored_at(self, run_id: str) -> str | None:
         """When a run already in the store was first saved (a run object made anew keeps it)."""
