@@ -95,7 +95,7 @@ def test_eight_boards_one_unreachable_one_cut_mid_run_then_resumed(rack, tmp_pat
     assert took < 5 + 40 + 60, took                               # the cut board was given up at its deadline
 
     store = Store(tmp_path / "results")
-    runs = {r.label: r for r in store.list()}
+    runs = {r.label: r for r in store.all_rows()}
     assert sorted(runs) == ok                                     # labelled with the inventory names
     for h in ok:
         r = store.load(runs[h].run_id)
@@ -113,13 +113,13 @@ def test_eight_boards_one_unreachable_one_cut_mid_run_then_resumed(rack, tmp_pat
     assert [r["label"] for r in json.loads(shown.stdout)] == ["pi-01", "pi-08"]
 
     # the same command while pi-05 is still down: unreachable, and its run still the one to collect
-    before = {r.run_id for r in store.list()}
+    before = {r.run_id for r in store.all_rows()}
     p = fleet(env, *argv)
     out, err = p.communicate(timeout=240)
     assert p.returncode == 1, err
     down = {b["host"]: b for b in json.loads(out)["boards"]}
     assert down[CUT]["outcome"] == "unreachable" and down[CUT]["run_id"] == cut_run, down[CUT]
-    assert {r.run_id for r in store.list()} == before and rack.board_runs(CUT) == [cut_run]
+    assert {r.run_id for r in store.all_rows()} == before and rack.board_runs(CUT) == [cut_run]
 
     # the board comes back; the same command resumes: pi-05's run collected, nobody measured again
     rack.restore(CUT)
@@ -129,7 +129,7 @@ def test_eight_boards_one_unreachable_one_cut_mid_run_then_resumed(rack, tmp_pat
     again = {b["host"]: b for b in json.loads(out)["boards"]}
     assert json.loads(out)["resumed"] is True and "resuming" in err
     assert again[CUT]["outcome"] == "ok" and again[CUT]["run_id"] == cut_run
-    new = {r.run_id for r in store.list()} - before
+    new = {r.run_id for r in store.all_rows()} - before
     assert new == {cut_run}                                       # collected, not measured again
     collected = store.load(cut_run)
     assert collected.label == CUT and collected.state == "complete"
@@ -167,14 +167,14 @@ def test_ctrl_c_lets_go_of_every_board_and_the_same_command_collects_their_runs(
         _, err = p.communicate(timeout=60)
         assert p.returncode == 130 and "a board's run goes on there" in err
         assert {n: rack.board_runs(n) for n in rack.boards} == {n: [r] for n, r in going.items()}
-        assert Store(tmp_path / "results").list() == []              # nothing measured was stored half-way...
+        assert Store(tmp_path / "results").all_rows() == []              # nothing measured was stored half-way...
         p = fleet(env, *argv)
         out, err = p.communicate(timeout=120)
         assert p.returncode == 0, err
         result = json.loads(out)
         assert result["resumed"] is True
         assert {b["host"]: b["run_id"] for b in result["boards"]} == going   # ...and nothing was lost or measured twice
-        assert sorted(r.run_id for r in Store(tmp_path / "results").list()) == sorted(going.values())
+        assert sorted(r.run_id for r in Store(tmp_path / "results").all_rows()) == sorted(going.values())
         assert all(rack.board_runs(n) == [] for n in rack.boards)
     finally:
         rack.stop()

@@ -125,7 +125,7 @@ def test_pi1_boots_as_preempt_rt_on_each_emulated_pi_with_the_armv6_probe(built,
     assert out.count("quirk initcall_blacklist=bcm2835_power_driver_init: QEMU does not model") == 2, out
     assert out.count("quirk -icount shift=0,sleep=off: the BCM2835 system timer") == 2, out
     store = Store(rd)
-    runs = [store.load(r.run_id) for r in store.list()]
+    runs = [store.load(r.run_id) for r in store.all_rows()]
     assert sorted(r.host for r in runs) == ["QEMU raspi0", "QEMU raspi1ap"]
     for run in runs:
         assert run.system["machine"] == "armv6l" and run.system["preempt_model"] == "rt"

@@ -187,7 +187,7 @@ def test_bench_here_is_stored_as_a_run(store):
     assert sorted(p.name for p in store.run_dir(r.run_id).iterdir()) == ["raw", "result.json"]
     again = store.load(r.run_id)
     assert again.bench == r.bench and again.format_version == FORMAT_VERSION >= 2  # bench runs came with 2
-    row = next(x for x in store.list() if x.run_id == r.run_id)
+    row = next(x for x in store.all_rows() if x.run_id == r.run_id)
     assert row.kind == "bench" and row.max_ns is None and row.p99_ns is None
     assert row.duration_s == pytest.approx(r.duration_s) and row.duration_s > 2  # two 1 s stress-ng runs
 
@@ -245,7 +245,7 @@ def interrupt_mid_solve(tmp_path, *argv):
     assert "nothing was stored" in err
     assert wait_for(lambda: not solvers(16, under), 5), f"the solver outlived the interrupt: {err}"
     assert workdirs() == before
-    assert Store(tmp_path / "results").list() == []
+    assert Store(tmp_path / "results").all_rows() == []
 
 
 def test_ctrl_c_here_stops_the_solver_and_keeps_nothing(tmp_path):
@@ -292,7 +292,7 @@ def test_missing_stress_ng_is_named_or_skipped(store, tmp_path, monkeypatch, sol
         UserError, match=r"stress-ng is not installed on this machine.*apt install stress-ng.*--stress-optional"
     ):
         run_bench(spec, store)
-    assert store.list() == []
+    assert store.all_rows() == []
     spec.stress_optional = True
     r = run_bench(spec, store)
     assert r.bench["stress_ng"] is None
@@ -357,7 +357,7 @@ def test_bad_input_is_one_sentence_and_exit_2(tmp_path, capsys, argv, says):
     assert main(["bench", "cpu", *argv, "--results-dir", str(tmp_path / "results")]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and says in err, err
-    assert Store(tmp_path / "results").list() == [] and workdirs() == before
+    assert Store(tmp_path / "results").all_rows() == [] and workdirs() == before
 
 
 def test_parse_threads():
@@ -380,4 +380,4 @@ def test_a_label_that_looks_like_markup_is_shown_as_written(tmp_path, capsys):
     assert f"“{label}”" in capsys.readouterr().out
     assert main(["bench", "cpu", "--n", "6", "--label", "a\tb", *rd]) == 2
     assert "control character" in capsys.readouterr().err
-    assert len(Store(tmp_path / "results").list()) == 1
+    assert len(Store(tmp_path / "results").all_rows()) == 1

@@ -36,7 +36,7 @@ def test_the_guests_probe_run_is_stored_as_an_emulated_run(probe, tmp_path, stor
     assert r.returncode == 0, r.stderr
     files = {n: (out / n).read_text() for n in ("probe.json", "series.jsonl") if (out / n).exists()}
     run_id = _store_run(BUNDLE, store, {"machine": "raspi4b"}, console(files))
-    assert run_id is not None and store.list()[0].run_id == run_id
+    assert run_id is not None and store.all_rows()[0].run_id == run_id
     result = store.load(run_id)
     assert (result.state, result.host, result.config["emulated"]) == ("complete", "QEMU raspi4b", True)
     assert result.label == "boot test 6.12.0-rt on raspi4b (emulated)" and result.cpus and result.owner is None
@@ -49,6 +49,6 @@ def test_a_console_whose_files_are_not_a_run_leaves_nothing(store):
     """It was saved into its run folder before it was read: a probe.json that
     could not be read left a folder with raw/ and no result.json."""
     assert _store_run(BUNDLE, store, {"machine": "raspi4b"}, console({"probe.json": '{"probe_format": 99}'})) is None
-    assert store.list() == [] and not [p for p in store.runs_dir.iterdir() if p.name != ".tmp"]
+    assert store.all_rows() == [] and not [p for p in store.runs_dir.iterdir() if p.name != ".tmp"]
     assert not list((store.runs_dir / ".tmp").iterdir())
     assert _store_run(BUNDLE, store, {"machine": "raspi4b"}, "no markers at all\r\n") is None

@@ -101,7 +101,7 @@ def test_damaged_files_are_refused_with_file_and_line(name, tmp_path, capsys):
     assert main(["import", str(path), "--results-dir", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"rtforge: error: {path}:{line}: ") and word in err and err.count("\n") == 1, err
-    assert Store(tmp_path).list() == []
+    assert Store(tmp_path).all_rows() == []
 
 
 def test_status_line_imports_have_unknown_percentiles_and_the_worse_max(tmp_path, capsys):
@@ -143,7 +143,7 @@ def test_every_imported_run_renders_a_report_and_a_cdf(tmp_path, capsys):
     rd = ["--results-dir", str(tmp_path / "store")]
     for name in FILES:
         assert main(["import", str(CORPUS / name), *rd]) == 0, name
-    ids = [r.run_id for r in Store(tmp_path / "store").list()]
+    ids = [r.run_id for r in Store(tmp_path / "store").all_rows()]
     assert len(ids) == len(FILES)
     assert main(["report", *ids, "-C", "1ms", "-o", str(tmp_path / "all.html"), *rd]) == 0
     html = (tmp_path / "all.html").read_text()

@@ -46,7 +46,7 @@ def _no_control(text: str) -> None:
 @pytest.mark.parametrize("argv", [["show", "{hostile}"], ["runs"], ["compare", "other", "{hostile}"],
                                   ["report", "{hostile}", "-C", "1ms", "-o", "{tmp}/r.html"]])
 def test_nothing_hostile_reaches_the_terminal(tmp_path, rd, capsys, argv):
-    hostile = next(r.run_id for r in Store(tmp_path / "results").list() if r.label == HOSTILE)
+    hostile = next(r.run_id for r in Store(tmp_path / "results").all_rows() if r.label == HOSTILE)
     assert main([a.replace("{tmp}", str(tmp_path)).replace("{hostile}", hostile) for a in argv] + rd) == 0
     out, err = capsys.readouterr()
     _no_control(out.replace("\n", ""))

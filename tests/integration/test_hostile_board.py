@@ -156,7 +156,7 @@ def test_fetch_stores_a_run_under_the_id_it_was_fetched_from(sshd, tmp_path, cap
     rd = ["--results-dir", str(store.root)]
     cfg = ["--ssh-config", str(sshd.ssh_config)]
     assert main(["latency", "board", *cfg, *rd, "--duration", "1s", "--label", "victim"]) == 0
-    victim = store.list()[0].run_id
+    victim = store.all_rows()[0].run_id
     victim_result = (store.run_dir(victim) / "result.json").read_bytes()
     capsys.readouterr()
     assert main(["latency", "board", *cfg, *rd, "--duration", "1s", "--detach"]) == 0

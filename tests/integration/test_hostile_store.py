@@ -135,9 +135,9 @@ def test_two_imports_of_one_file_at_once_store_it_once(tmp_path):
         procs = [subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE) for _ in range(2)]
         codes = sorted(p.wait(timeout=120) for p in procs)
         assert codes == [0, 2] or codes == [2, 2]          # never two runs of one file
-        assert len(store.list()) == 1
+        assert len(store.all_rows()) == 1
         if codes == [0, 2]:
-            for r in store.list():
+            for r in store.all_rows():
                 store.remove(r.run_id)
 
 
@@ -156,7 +156,7 @@ def test_ctrl_c_while_the_loads_settle_keeps_the_run(tmp_path):
     p.send_signal(signal.SIGINT)
     out, err = p.communicate(timeout=90)
     assert p.returncode == 130 and "Traceback" not in err
-    [row] = Store(rd).list()
+    [row] = Store(rd).all_rows()
     assert row.state == "interrupted" and row.loads == "cpu"
     assert "interrupted before measuring began" in out
 
@@ -190,7 +190,7 @@ def test_the_stores_scratch_is_never_followed_out_of_the_store(tmp_path, store, 
         code, _, err = cli(argv, capsys, store)
         assert code == 2 and "is not a folder of the store" in err and err.count("\n") == 1, (argv, err)
     assert list(elsewhere.iterdir()) == []
-    assert [r.run_id for r in store.list()] == [kept.run_id]
+    assert [r.run_id for r in store.all_rows()] == [kept.run_id]
 
 
 def test_closed_stdout_ascii_terminals_and_an_early_ctrl_c_are_one_line(tmp_path, store):

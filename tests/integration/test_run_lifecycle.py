@@ -213,6 +213,6 @@ def test_ctrl_c_before_measuring_keeps_the_run_and_leaves_nothing(tmp_path):
     _, err = p.communicate(timeout=60)
     assert p.returncode == 130, err
     assert wait_for(lambda: not tagged(tag), timeout=30)
-    [row] = Store(tmp_path / "results").list()
+    [row] = Store(tmp_path / "results").all_rows()
     assert (row.run_id, row.state, row.loads) == (d.name, "interrupted", "zero")
     assert sorted(p.name for p in d.iterdir()) == ["raw", "result.json"]   # the runner's inputs are gone

@@ -145,7 +145,7 @@ def test_json_is_written_as_the_index_is_read_and_holds_no_lock(tmp_path, rtforg
     store = Store(tmp_path / "results")
     template = import_file(GOLDEN / "hist.txt", store)
     ids = [*copies(store, template.run_id, 1200), template.run_id]
-    assert len(store.list()) == len(ids)   # the index, current
+    assert len(store.all_rows()) == len(ids)   # the index, current
     env = {**os.environ, "RTFORGE_RESULTS_DIR": str(store.root)}
     listing = subprocess.Popen([*rtforge_cmd, "runs", "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                env=env)

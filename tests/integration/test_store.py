@@ -33,7 +33,7 @@ def test_round_trip_and_index(store):
     assert back.to_dict() == r.to_dict()
     doc = json.loads((store.run_dir(r.run_id) / "result.json").read_text())
     assert doc["format_version"] == FORMAT_VERSION and doc["partial"] is False
-    [row] = store.list()
+    [row] = store.all_rows()
     assert (row.run_id, row.max_ns, row.p99_ns, row.loads, row.kernel_release) == \
         (r.run_id, 50_000, 20_000, "cpu", "6.12.0-rt")
 
@@ -41,10 +41,10 @@ def test_round_trip_and_index(store):
 def test_index_is_rebuilt_when_missing_or_of_another_version(store):
     a, b = make_run(store, "a"), make_run(store, "b", start="2026-01-02T00:00:00+00:00")
     store.db_path.unlink()
-    assert [r.run_id for r in store.list()] == [a.run_id, b.run_id]
+    assert [r.run_id for r in store.all_rows()] == [a.run_id, b.run_id]
     with sqlite3.connect(store.db_path) as db:
         db.execute("PRAGMA user_version = 99")
-    assert len(store.list()) == 2
+    assert len(store.all_rows()) == 2
     (store.runs_dir / "not-a-run").mkdir()
     assert store.reindex() == 2
 
@@ -94,10 +94,10 @@ def test_running_run_of_a_dead_owner_is_salvaged_from_the_checkpoint(store, prob
     time.sleep(2.5)
     p.kill()
     p.wait()
-    [row] = store.list()
+    [row] = store.all_rows()
     assert row.state == "running"             # reading the store settles nothing, starts nothing
     assert lifecycle.settle(store) == [r.run_id]
-    [row] = store.list()
+    [row] = store.all_rows()
     assert row.state == "killed" and row.partial and row.max_ns is not None
     back = store.load(r.run_id)
     assert back.owner is None and all(c.count > 500 for c in back.cpus)

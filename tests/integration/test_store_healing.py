@@ -176,7 +176,7 @@ def test_last_is_the_run_stored_last_whatever_the_files_times(tmp_path, capsys):
     (tmp_path / "results" / "runs.db").unlink()  # rebuilt from the folders: the order is kept
     status, out, _ = run(["show", "last", *rd, "--json"], capsys)
     assert json.loads(out)["label"] == names[-1]
-    assert [r.label for r in Store(tmp_path / "results").list()] == names
+    assert [r.label for r in Store(tmp_path / "results").all_rows()] == names
 
 
 def test_results_dir_that_is_a_file_is_one_sentence(tmp_path, capsys):
@@ -261,4 +261,4 @@ def test_file_size_limit_leaves_no_temp_files(tmp_path, rtforge_cmd):
         assert list((tmp_path / "out").iterdir()) == []
     after = {p: p.stat().st_mtime_ns for p in tmp_path.rglob("*") if p.parent != tmp_path / "out"}
     assert {p for p in after if p != tmp_path / "out"} == set(before)  # no temp file or half run anywhere
-    assert len(Store(results).list()) == 1
+    assert len(Store(results).all_rows()) == 1

@@ -107,7 +107,7 @@ def plan_latency(inv: Inventory, store: Store, given: dict[str, Any], *, label: 
 def _collected_meanwhile(campaign: Campaign, hosts: list[str], store: Store, label: str | None) -> list[str]:
     """Boards whose run of this campaign reached the store after its record last said otherwise (the
     module's answer was lost to a Ctrl-C, or `rtforge attach` brought it in by hand): they are done."""
-    rows = [r for r in store.list() if r.start_time >= campaign.started]
+    rows = [r for r in store.all_rows() if r.start_time >= campaign.started]
     notes = []
     for h in campaign.pending(hosts):
         rec = campaign.board(h)

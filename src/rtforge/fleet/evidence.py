@@ -40,7 +40,7 @@ def _mine(host: str, label: str | None) -> bool:
 
 def gather(inv: Inventory, store: Store, cycle_time: str | None) -> list[BoardEvidence]:
     """One entry per inventory host, in the inventory's order."""
-    rows = [r for r in store.list() if r.kind == "latency"]
+    rows = [r for r in store.all_rows() if r.kind == "latency"]
     records = campaigns(store.root)
     out = []
     for h in inv.hosts:

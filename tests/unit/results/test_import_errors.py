@@ -94,7 +94,7 @@ def test_bad_input_is_one_line_exit_2_and_nothing_stored(case, tmp_path, capsys)
     assert "Traceback" not in err
     runs = results / "runs"
     assert left_in(runs) == []
-    assert Store(results).list() == []
+    assert Store(results).all_rows() == []
 
 
 def test_sum_error_names_the_thread_and_both_numbers(tmp_path):
@@ -120,12 +120,12 @@ def test_importing_the_same_file_twice_is_refused(tmp_path, capsys):
     copy.write_bytes(src.read_bytes())
     assert main(["import", str(src), "--results-dir", results, "--label", "first"]) == 0
     capsys.readouterr()
-    [row] = Store(results).list()
+    [row] = Store(results).all_rows()
     for again in (src, copy):  # a renamed copy has the same sha256
         assert main(["import", str(again), "--results-dir", results]) == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and f"already imported as run {row.run_id}" in err
-    assert [r.run_id for r in Store(results).list()] == [row.run_id]
+    assert [r.run_id for r in Store(results).all_rows()] == [row.run_id]
 
 
 def test_import_json_then_show_json(tmp_path, capsys):
@@ -148,7 +148,7 @@ def test_import_json_then_show_json(tmp_path, capsys):
 def test_import_prints_the_table_and_the_run_id(tmp_path, capsys):
     assert main(["import", str(GOLDEN / "summary.txt"), "--results-dir", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    [run] = Store(tmp_path).list()
+    [run] = Store(tmp_path).all_rows()
     assert run.run_id in out and "no histogram" in out
 
 
@@ -241,9 +241,9 @@ def test_fuzz_store_gets_a_whole_run_or_nothing(tmp_path_factory, path, pos, blo
         r = import_file(src, store)
     except UserError:
         assert left_in(store.runs_dir) == []
-        assert store.list() == []
+        assert store.all_rows() == []
         return
-    [row] = store.list()
+    [row] = store.all_rows()
     assert row.run_id == r.run_id and (store.run_dir(r.run_id) / "raw" / path.name).read_bytes() == mutated
     assert summarize_all(store.load(r.run_id)).count == sum(c.count for c in r.cpus)
 

@@ -118,5 +118,5 @@ def test_a_large_histogram_is_streamed(tmp_path):
     baseline = subprocess.run([sys.executable, "-c", interpreter], capture_output=True, text=True, check=True)
     used_mb = (got["peak_kb"] - int(baseline.stdout)) / 1024
     assert used_mb < size_mb / 2, f"the import of {size_mb:.0f} MB used {used_mb:.0f} MB above the interpreter's"
-    [run] = Store(tmp_path / "results").list()
+    [run] = Store(tmp_path / "results").all_rows()
     assert (tmp_path / "results" / "runs" / run.run_id / "raw" / "big.txt").stat().st_size == path.stat().st_size

@@ -115,7 +115,7 @@ def test_osnoise_output_is_refused_in_one_sentence(name, tmp_path, capsys):
     assert main(["import", str(FIXTURES / name), "--results-dir", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "rtla osnoise" in err and "rtla timerlat hist" in err, err
-    assert Store(tmp_path).list() == []
+    assert Store(tmp_path).all_rows() == []
 
 
 @pytest.mark.parametrize("name", REFUSED)

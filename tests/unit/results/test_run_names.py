@@ -59,12 +59,12 @@ def test_relabel_and_delete_keep_index_and_folders_in_step(named, capsys):
     assert main(["label", "beta", "", *rd]) == 0
     assert named.load("20260101-000002-pi-0002").label is None
     assert main(["delete", "stock", "rt", "--yes", *rd]) == 0
-    left = [r.run_id for r in named.list()]
+    left = [r.run_id for r in named.all_rows()]
     assert left == ["20260101-000002-pi-0002", "20260101-000003-pi-0003"]
     assert left_in(named.runs_dir) == left      # the files went, nothing half-deleted
     capsys.readouterr()
     assert main(["delete", "rt 2", *rd]) == 2                             # no tty, no --yes: nothing happens
-    assert "give --yes" in capsys.readouterr().err and len(named.list()) == 2
+    assert "give --yes" in capsys.readouterr().err and len(named.all_rows()) == 2
 
 
 def test_a_running_run_is_not_deleted(named, capsys):

@@ -298,7 +298,7 @@ class Store:
         with self._index(verify=True):
             pass
 
-    def list(self) -> list[IndexRow]:
+    def all_rows(self) -> list[IndexRow]:
         """All readable runs, in the order they were stored, every folder checked first."""
         with self._index(verify=True) as db:
             rows = db.execute(f"SELECT {','.join(COLUMNS)} FROM runs {_ORDER}").fetchall()
