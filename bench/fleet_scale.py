@@ -40,9 +40,13 @@ sets KexAlgorithms for the single board and the fleet alike (as a user
 would, in the inventory's ansible_ssh_common_args), to see rtforge's own
 share.  --memory: one more fleet at the largest size, its peak memory (the
 sum of the controller's processes' proportional set sizes, sampled once a
-second: the sampling takes CPU, so not in the rounds).
+second: the sampling takes CPU, so not in the rounds).  --base SRC: another
+rtforge's src/ (an older commit's, `git archive COMMIT src | tar -x -C
+DIR`), its fleets run beside this one's in every round, in alternating
+order, and fitted apart: a before and an after under the same load.
 
-    .venv/bin/python bench/fleet_scale.py [--sizes 8,32] [--seconds 10] [--rounds 3] [--kex ALGORITHMS] [--memory]
+    .venv/bin/python bench/fleet_scale.py [--sizes 8,32] [--seconds 10] [--rounds 3] [--kex ALGORITHMS]
+                                          [--memory] [--base SRC]
 
 Needs root (the boards' namespaces, sshd, SCHED_FIFO, the cgroups) and
 cgroup v2 (at /sys/fs/cgroup, or beside cgroup v1 in a hybrid layout).
@@ -329,24 +333,43 @@ def sizes_of(text: str) -> list[int]:
     return sizes
 
 
-def main() -> int:
+def arguments() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[1])
     ap.add_argument("--sizes", type=sizes_of, default=[8, 32], help="fleet sizes, e.g. 8,32 (the fit needs two)")
     ap.add_argument("--seconds", type=int, default=10)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--kex", help="KexAlgorithms for every ssh of the bench (default: OpenSSH's own)")
     ap.add_argument("--memory", action="store_true", help="one more fleet of the largest size: its peak memory")
-    args = ap.parse_args()
+    ap.add_argument("--base", type=Path, metavar="SRC",
+                    help="another rtforge's src/ (an older commit's), measured beside this one in every round")
+    return ap.parse_args()
+
+
+def preflight(args: argparse.Namespace) -> tuple[Path, str] | None:
+    """Where cgroup v2 is and what to call it; None (said on stderr) when the bench cannot run."""
     if os.geteuid() != 0:
         print("fleet_scale needs root (the boards' namespaces and sshds, the cgroups)", file=sys.stderr)
-        return 2
+        return None
     mount, where = cgroup2_mount()
     if mount is None:
         print(where, file=sys.stderr)
-        return 2
+        return None
+    if args.base is not None and not (args.base / "rtforge" / "__init__.py").is_file():
+        print(f"fleet_scale: --base {args.base} holds no rtforge/: give an rtforge checkout's src/", file=sys.stderr)
+        return None
     # an installed rtforge has its bytecode (pip compiles it): so does this checkout, whatever
     # PYTHONDONTWRITEBYTECODE says, or each of the rtforges and Ansible workers compiles its sources
-    compileall.compile_dir(Path(rtforge.__file__).parent, quiet=2)
+    for package in [Path(rtforge.__file__).parent] + ([args.base / "rtforge"] if args.base else []):
+        compileall.compile_dir(package, quiet=2)
+    return mount, where
+
+
+def main() -> int:
+    args = arguments()
+    found = preflight(args)
+    if found is None:
+        return 2
+    mount, where = found
     biggest = max(args.sizes)
     rack = Rack.start(biggest)
     groups: list[Group] = []
@@ -374,6 +397,13 @@ def main() -> int:
             cfg.write_text(host + f"  KexAlgorithms {args.kex}\n")
         results = tmp / "results"
         env = {**os.environ, "RTFORGE_RESULTS_DIR": str(results)}
+        # each rtforge measured, with its environment (--base: that src/ first on the path, its own store)
+        variants = {"this": env}
+        if args.base is not None:
+            variants = {"base": {**env, "RTFORGE_RESULTS_DIR": str(tmp / "base-results"),
+                                 "PYTHONPATH": os.pathsep.join([str(args.base.resolve()),
+                                                                *filter(None, [os.environ.get("PYTHONPATH")])])},
+                        "this": env}
         rt = [sys.executable, "-m", "rtforge"]
         one = rt + ["latency", "pi-01", "--ssh-config", str(cfg), "--duration", f"{args.seconds}s", "--cpus", "0",
                     "--interval-us", "10000", "--json"]
@@ -381,17 +411,19 @@ def main() -> int:
         def fleet_argv(n: int) -> list[str]:
             return rt + ["fleet", "latency", str(inventories[n]), "--duration", f"{args.seconds}s", "--json", "--new"]
 
-        def run(argv: list[str], memory: bool = False) -> Measured:
-            m = timed(argv, env, ctl, boards, memory_of=rack if memory else None)
+        def run(argv: list[str], variant: str = "this", memory: bool = False) -> Measured:
+            e = variants[variant]
+            m = timed(argv, e, ctl, boards, memory_of=rack if memory else None)
             assert m.proc.returncode == 0, m.proc.stderr[-2000:]
-            m.start.find(results, m.proc.stdout)
+            m.start.find(Path(e["RTFORGE_RESULTS_DIR"]), m.proc.stdout)
             return m
 
         singles = [run(one)]
-        fleets: dict[int, list[Measured]] = {n: [] for n in args.sizes}
+        fleets: dict[str, dict[int, list[Measured]]] = {v: {n: [] for n in args.sizes} for v in variants}
         for r in range(args.rounds):
             for n in args.sizes if r % 2 == 0 else reversed(args.sizes):   # neither size always first
-                fleets[n].append(run(fleet_argv(n)))
+                for v in list(variants) if r % 2 == 0 else reversed(variants):   # nor either rtforge
+                    fleets[v][n].append(run(fleet_argv(n), v))
             singles.append(run(one))
         mem = run(fleet_argv(biggest), memory=True).mem if args.memory else None
         report(args, where, singles, fleets, mem, kex_default, kex_classic)
@@ -405,21 +437,26 @@ def main() -> int:
             shutil.rmtree(tmp, ignore_errors=True)
 
 
-def report(args, where: str, singles: list[Measured], fleets: dict[int, list[Measured]], mem: PeakRss | None,
-           kex_default: tuple[str, float], kex_classic: tuple[str, float]) -> None:
+def report(args, where: str, singles: list[Measured], by_variant: dict[str, dict[int, list[Measured]]],
+           mem: PeakRss | None, kex_default: tuple[str, float], kex_classic: tuple[str, float]) -> None:
     cpus = os.cpu_count() or 1
-    a, b, se = fit([(n, m.cpu) for n, ms in fleets.items() for m in ms])
-    ba, bb, _ = fit([(n, m.boards_cpu) for n, ms in fleets.items() for m in ms])
+    fleets = by_variant["this"]
     print(f"fleet_scale: `rtforge fleet latency` of {args.seconds} s on {', '.join(map(str, args.sizes))} boards, "
           f"{args.rounds} rounds ({time.strftime('%Y-%m-%d %H:%M %Z')}, {cpus} CPUs, {where})")
     print("  the controller's CPU (its cgroup: rtforge fleet, ansible-inventory, ansible-playbook and its workers, "
           "the fork server and the rtforges it forks, their ssh clients and masters):")
-    for n, ms in fleets.items():
-        print(f"    {n:3d} boards: {' '.join(f'{m.cpu:.2f}' for m in ms)} s "
-              f"(median {statistics.median(m.cpu for m in ms):.2f} s)")
-    verdict = "met" if b <= GOAL_PER_BOARD_S else "not met"
-    print(f"    fit over {sum(map(len, fleets.values()))} fleets: {a:.2f} s + {b:.3f} s per board "
-          f"(± {se:.3f} s, its standard error); goal <= {GOAL_PER_BOARD_S:.2f} s per board: {verdict}")
+    for variant, sized in by_variant.items():
+        a, b, se = fit([(n, m.cpu) for n, ms in sized.items() for m in ms])
+        name = f"--base {args.base}" if variant == "base" else "this rtforge"
+        if len(by_variant) > 1:
+            print(f"   {name}:")
+        for n, ms in sized.items():
+            print(f"    {n:3d} boards: {' '.join(f'{m.cpu:.2f}' for m in ms)} s "
+                  f"(median {statistics.median(m.cpu for m in ms):.2f} s)")
+        verdict = "met" if b <= GOAL_PER_BOARD_S else "not met"
+        print(f"    fit over {sum(map(len, sized.values()))} fleets: {a:.2f} s + {b:.3f} s per board "
+              f"(± {se:.3f} s, its standard error); goal <= {GOAL_PER_BOARD_S:.2f} s per board: {verdict}")
+    ba, bb, _ = fit([(n, m.boards_cpu) for n, ms in fleets.items() for m in ms])
     sc = statistics.median(s.cpu for s in singles)
     print(f"    one board, `rtforge latency HOST` alone: {sc:.2f} s (median of {len(singles)})")
     print(f"  ssh's key exchange, the client's CPU per connection to pi-01 (one per board): {kex_default[1]:.0f} ms "
