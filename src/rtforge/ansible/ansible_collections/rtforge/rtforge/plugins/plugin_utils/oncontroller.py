@@ -65,7 +65,7 @@ class ModuleOnController(ActionBase):
         """A host's variable as the task's "{{ name }}" would have it: a string rendered, and made a list, a
         dict or a bool when it reads as one (an INI inventory's [group:vars] are all strings).  A string
         with nothing to render gets that last step alone: compiling "{{ name }}" is a Jinja template made
-        anew in every host's worker (~1.5 ms of CPU each, for each variable a board has)."""
+        anew in every host's worker (measured: ~2 ms of CPU per host for six such variables)."""
         if not isinstance(value, str):
             return self._templar.template(value)
         concat = _AS_RENDERED.get(getattr(self._templar, "jinja2_native", None))
