@@ -33,8 +33,9 @@ compiled first, as pip install does.
 Every board costs the controller one SSH key exchange.  OpenSSH 9.2
 (Debian 12, and Raspberry Pi OS bookworm's sshd) agrees on
 sntrup761x25519-sha512, post-quantum, whose key generation runs on the
-client: ~125-150 ms of the controller's CPU per board, against ~20 ms for
-curve25519-sha256 (or for mlkem768x25519-sha256, a 10.0 client's first).
+client: 60-165 ms of the controller's CPU per board (2026-11-28 and -27 on
+this VM), against ~10-20 ms for curve25519-sha256 (or for
+mlkem768x25519-sha256, a 10.0 client's first).
 The bench measures both on pi-01 first and prints them; --kex ALGORITHMS
 sets KexAlgorithms for the single board and the fleet alike (as a user
 would, in the inventory's ansible_ssh_common_args), to see rtforge's own
