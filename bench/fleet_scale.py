@@ -1,42 +1,56 @@
 #!/usr/bin/env python3
-"""What a fleet costs the controller: `rtforge fleet latency` of N seconds on
-32 simulated boards against `rtforge latency` of N seconds on one of them,
-measured side by side in one run: one board, the fleet, one board, the
-fleet, ... (--rounds fleets, each between two single-board runs).  Each
-fleet is judged against the mean of the two single runs around it; the
-ratio printed is the median over the rounds, with the lowest and highest
-(a 2-CPU virtual machine varies by 10-15 % from one run to the next).
+"""What a fleet costs the controller: its CPU as a fixed part plus a part per
+board, `rtforge fleet latency` of N seconds run at two (or more) fleet sizes
+(--sizes 8,32), each size once per round (--rounds), in one run of this bench.
+
+The controller's processes -- rtforge fleet, ansible-inventory,
+ansible-playbook, its workers, the fork server and every rtforge forked from
+it, their ssh clients and ssh master connections -- run in one cgroup v2 of
+their own, the simulated boards' sshds and everything they start (sessions,
+shells, runners, probes) in another; each group's cpu.stat usage_usec, read
+before and after a command, is its CPU, whichever of its processes have
+ended meanwhile.  A least-squares line over every fleet of every round,
+
+    controller CPU = a + b * boards
+
+gives the fixed part a (reading the inventory, starting Ansible and the fork
+server, the play's end) and the part per board b, printed with the goal for
+b (<= 0.25 s, issue 34).  The boards' own CPU is fitted the same way: on a
+real fleet each board spends it on its own CPUs.
+
+Secondary, as measured in the same rounds: the wall times, and their ratio
+to `rtforge latency` of one board (run before each round and after the
+last): on this machine the boards are simulated on the controller's own
+CPUs, so that ratio measures the simulation as much as rtforge.
 
 The boards are tests/support/fleetboards.py's: real sshds on loopback, each
 in its own mount and UTS namespace (own host name, own /var/lib/rtforge),
-all on this machine's CPUs -- so every board's probe competes with the
-controller for them.  The probes measure one CPU at a slow interval
-(--cpus 0 --interval-us 10000) so that 32 of them leave the machine to the
-controller: this measures the orchestration, not latency.
-
-rtforge's bytecode is compiled first, as pip install does.
+one rack of max(--sizes) boards; a fleet of n boards is its first n.  The
+probes measure one CPU at a slow interval (--cpus 0 --interval-us 10000):
+this measures the orchestration, not latency.  rtforge's bytecode is
+compiled first, as pip install does.
 
 Every board costs the controller one SSH key exchange.  OpenSSH 9.2
 (Debian 12, and Raspberry Pi OS bookworm's sshd) agrees on
 sntrup761x25519-sha512, post-quantum, whose key generation runs on the
-client: ~150 ms of the controller's CPU per board, against ~20 ms for
-curve25519-sha256 (or for mlkem768x25519-sha256, a 10.0 client's first).  The
-bench measures both on pi-01 first and prints them; --kex ALGORITHMS sets
-KexAlgorithms for the single board and the fleet alike (as a user would, in
-the inventory's ansible_ssh_common_args), to see rtforge's own share.
+client: 60-165 ms of the controller's CPU per board (2026-11-28 and -27 on
+this VM), against ~10-20 ms for curve25519-sha256 (or for
+mlkem768x25519-sha256, a 10.0 client's first).
+The bench measures both on pi-01 first and prints them; --kex ALGORITHMS
+sets KexAlgorithms for the single board and the fleet alike (as a user
+would, in the inventory's ansible_ssh_common_args), to see rtforge's own
+share.  --memory: one more fleet at the largest size, its peak memory (the
+sum of the controller's processes' proportional set sizes, sampled once a
+second: the sampling takes CPU, so not in the rounds).  --base SRC: another
+rtforge's src/ (an older commit's, `git archive COMMIT src | tar -x -C
+DIR`), its fleets run beside this one's in every round, in alternating
+order, and fitted apart: a before and an after under the same load.
 
-Prints: wall times and their ratio (goal <= 1.5), the controller's CPU time
-(rtforge fleet, ansible-playbook, its workers and modules, every rtforge
-under them and their ssh clients: everything in the play's session and
-this process's children), its peak memory (the sum of those processes'
-proportional set sizes, PSS: shared pages split among their sharers,
-sampled once a second in one more run of each, as the sampling takes CPU
-from what it measures), per board; and the boards' own CPU time, which
-here competes with the controller for the same CPUs (cgroup v1's cpuacct).
+    .venv/bin/python bench/fleet_scale.py [--sizes 8,32] [--seconds 10] [--rounds 3] [--kex ALGORITHMS]
+                                          [--memory] [--base SRC]
 
-    .venv/bin/python bench/fleet_scale.py [--boards 32] [--seconds 10] [--rounds 3] [--kex ALGORITHMS]
-
-Needs root (the boards' namespaces, sshd, SCHED_FIFO).
+Needs root (the boards' namespaces, sshd, SCHED_FIFO, the cgroups) and
+cgroup v2 (at /sys/fs/cgroup, or beside cgroup v1 in a hybrid layout).
 """
 
 from __future__ import annotations
@@ -52,6 +66,7 @@ import sys
 import tempfile
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.support: the boards
@@ -61,6 +76,8 @@ from tests.support.fleetboards import Rack  # noqa: E402
 from tests.support.procs import pids, proc_stat  # noqa: E402
 
 SAMPLE_S = 1.0
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+GOAL_PER_BOARD_S = 0.25   # issue 34: the controller's CPU per board
 
 
 def children_cpu_s() -> float:
@@ -174,25 +191,6 @@ def first_samples(results: Path, stdout: str) -> list[float]:
             for i in ids]
 
 
-def timed(argv: list[str], env: dict, boards: BoardsCpu, memory_of: Rack | None = None
-          ) -> tuple[float, float, PeakRss | None, subprocess.CompletedProcess, float | None, Start]:
-    """Wall, CPU, and (memory_of: the rack whose boards are not counted) the
-    peak memory, whose sampling costs CPU: the timed rounds go without it."""
-    cpu0, t0, b0, began = children_cpu_s(), time.monotonic(), boards.seconds(), time.time()
-    with CpuBusy() as load:
-        p = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        if memory_of is None:
-            mem = None
-            out, err = p.communicate()
-        else:
-            with PeakRss(p.pid, memory_of) as mem:
-                out, err = p.communicate()
-    wall = time.monotonic() - t0
-    b1 = boards.seconds()
-    return (wall, children_cpu_s() - cpu0, mem, subprocess.CompletedProcess(argv, p.returncode, out, err),
-            None if b0 is None else b1 - b0, Start(began, load))
-
-
 class Start:
     """A timed command's start: from its launch to the last board's first sample."""
 
@@ -212,43 +210,106 @@ class Start:
         return self.load.busy(self.began, self.last)
 
 
-class BoardsCpu:
-    """The boards' own CPU time (their sshds, sessions, runners and probes):
-    every process in a board's namespaces goes into one cpuacct cgroup,
-    whose count keeps what exited and what left its parent.  On a real
-    fleet this runs on the boards; here it shares the controller's CPUs.
-    None where cgroup v1's cpuacct is not mounted."""
+def cgroup2_mount() -> tuple[Path | None, str]:
+    """Where cgroup v2 is mounted: /sys/fs/cgroup, else (a hybrid layout, cgroup v1's controllers at
+    /sys/fs/cgroup/<name>) the cgroup2 mount beside them.  (None, why not) without one."""
+    mounts = []
+    try:
+        for line in Path("/proc/self/mountinfo").read_text().splitlines():
+            before, _, after = line.partition(" - ")
+            if after.split()[:1] == ["cgroup2"]:
+                mounts.append(Path(before.split()[4]))
+    except OSError:
+        pass
+    if CGROUP_ROOT in mounts:
+        return CGROUP_ROOT, "cgroup v2 at /sys/fs/cgroup"
+    beside = [m for m in mounts if CGROUP_ROOT in m.parents]
+    if beside:
+        return beside[0], f"cgroup v2 at {beside[0]}, beside cgroup v1 (not at {CGROUP_ROOT}: a hybrid layout)"
+    return None, (f"fleet_scale needs cgroup v2 and none is mounted at {CGROUP_ROOT} (this machine has "
+                  f"{'cgroup v1 only' if (CGROUP_ROOT / 'cpuacct').is_dir() else 'no cgroup file system there'}): "
+                  "boot with systemd.unified_cgroup_hierarchy=1, or mount one with "
+                  f"`mount -t cgroup2 none {CGROUP_ROOT}/unified`")
 
-    ROOT = Path("/sys/fs/cgroup/cpuacct")
 
-    def __init__(self, rack: Rack):
-        self.dir = self.ROOT / f"rtforge-bench-boards-{os.getpid()}"
-        try:
-            self.dir.mkdir()
-        except OSError:
-            self.dir = None
-            return
-        for pid in rack.processes():
+class Group:
+    """A cgroup v2 of this bench's: its processes' CPU (cpu.stat's usage_usec: the ended ones' too)."""
+
+    def __init__(self, root: Path, name: str):
+        self.dir = root / f"rtforge-bench-{os.getpid()}-{name}"
+        self.dir.mkdir()
+
+    def seconds(self) -> float:
+        for line in (self.dir / "cpu.stat").read_text().splitlines():
+            key, _, value = line.partition(" ")
+            if key == "usage_usec":
+                return int(value) / 1e6
+        raise RuntimeError(f"{self.dir}/cpu.stat has no usage_usec")
+
+    def add(self, pids: list[int]) -> None:
+        for pid in pids:
             try:
                 (self.dir / "cgroup.procs").write_text(f"{pid}\n")
-            except OSError:
+            except OSError:   # it ended meanwhile
                 continue
 
-    def seconds(self) -> float | None:
-        return None if self.dir is None else int((self.dir / "cpuacct.usage").read_text()) / 1e9
+    def run_in(self, argv: list[str]) -> list[str]:
+        """argv, started in this group (a shell moves itself in, then execs it: everything argv starts is here)."""
+        return ["sh", "-c", 'echo $$ > "$0/cgroup.procs" && exec "$@"', str(self.dir), *argv]
 
-    def close(self) -> None:
-        if self.dir is None:
-            return
+    def close(self, root: Path) -> None:
+        """Its processes back to the root group, then the group removed."""
         for pid in (self.dir / "cgroup.procs").read_text().split():
             try:
-                (self.ROOT / "cgroup.procs").write_text(f"{pid}\n")
+                (root / "cgroup.procs").write_text(f"{pid}\n")
             except OSError:
                 continue
         try:
             self.dir.rmdir()
         except OSError as e:
             print(f"fleet_scale: could not remove {self.dir} ({e.strerror}): rmdir it by hand", file=sys.stderr)
+
+
+def fit(points: list[tuple[int, float]]) -> tuple[float, float, float]:
+    """Least squares y = a + b*x over the points: (a, b, the standard error of b; nan with fewer than 3 points)."""
+    n = len(points)
+    mx = sum(x for x, _ in points) / n
+    my = sum(y for _, y in points) / n
+    sxx = sum((x - mx) ** 2 for x, _ in points)
+    b = sum((x - mx) * (y - my) for x, y in points) / sxx
+    a = my - b * mx
+    rss = sum((y - a - b * x) ** 2 for x, y in points)
+    se = (rss / (n - 2) / sxx) ** 0.5 if n > 2 else float("nan")
+    return a, b, se
+
+
+@dataclass
+class Measured:
+    """One timed command: its wall time, the CPU of the controller's group and of the boards' group meanwhile."""
+
+    wall: float
+    cpu: float
+    boards_cpu: float
+    proc: subprocess.CompletedProcess
+    start: Start
+    mem: PeakRss | None = None
+
+
+def timed(argv: list[str], env: dict, ctl: Group, boards: Group, memory_of: Rack | None = None) -> Measured:
+    """argv run in the controller's group; memory_of (the rack whose boards are not counted): its peak
+    memory too, whose sampling costs CPU (the bench's own, but on the same CPUs): the rounds go without it."""
+    c0, b0, t0, began = ctl.seconds(), boards.seconds(), time.monotonic(), time.time()
+    with CpuBusy() as load:
+        p = subprocess.Popen(ctl.run_in(argv), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        if memory_of is None:
+            mem = None
+            out, err = p.communicate()
+        else:
+            with PeakRss(p.pid, memory_of) as mem:
+                out, err = p.communicate()
+    wall = time.monotonic() - t0
+    return Measured(wall, ctl.seconds() - c0, boards.seconds() - b0,
+                    subprocess.CompletedProcess(argv, p.returncode, out, err), Start(began, load), mem)
 
 
 def kex_cpu_ms(cfg: Path, kex: str | None, n: int = 10) -> tuple[str, float]:
@@ -263,26 +324,68 @@ def kex_cpu_ms(cfg: Path, kex: str | None, n: int = 10) -> tuple[str, float]:
     return agreed, (children_cpu_s() - cpu0) / n * 1000
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--boards", type=int, default=32)
+def sizes_of(text: str) -> list[int]:
+    try:
+        sizes = sorted({int(s) for s in text.split(",")})
+    except ValueError:
+        sizes = []
+    if len(sizes) < 2 or sizes[0] < 1:
+        raise SystemExit(f"fleet_scale: --sizes {text!r}: give two fleet sizes or more, e.g. 8,32")
+    return sizes
+
+
+def arguments() -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[1])
+    ap.add_argument("--sizes", type=sizes_of, default=[8, 32], help="fleet sizes, e.g. 8,32 (the fit needs two)")
     ap.add_argument("--seconds", type=int, default=10)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--kex", help="KexAlgorithms for every ssh of the bench (default: OpenSSH's own)")
-    args = ap.parse_args()
+    ap.add_argument("--memory", action="store_true", help="one more fleet of the largest size: its peak memory")
+    ap.add_argument("--base", type=Path, metavar="SRC",
+                    help="another rtforge's src/ (an older commit's), measured beside this one in every round")
+    return ap.parse_args()
+
+
+def preflight(args: argparse.Namespace) -> tuple[Path, str] | None:
+    """Where cgroup v2 is and what to call it; None (said on stderr) when the bench cannot run."""
     if os.geteuid() != 0:
-        print("fleet_scale needs root (the boards' namespaces and sshds)", file=sys.stderr)
-        return 2
+        print("fleet_scale needs root (the boards' namespaces and sshds, the cgroups)", file=sys.stderr)
+        return None
+    mount, where = cgroup2_mount()
+    if mount is None:
+        print(where, file=sys.stderr)
+        return None
+    if args.base is not None and not (args.base / "rtforge" / "__init__.py").is_file():
+        print(f"fleet_scale: --base {args.base} holds no rtforge/: give an rtforge checkout's src/", file=sys.stderr)
+        return None
     # an installed rtforge has its bytecode (pip compiles it): so does this checkout, whatever
-    # PYTHONDONTWRITEBYTECODE says, or each of the 32 rtforges and Ansible workers compiles its sources
-    compileall.compile_dir(Path(rtforge.__file__).parent, quiet=2)
-    rack = Rack.start(args.boards)
-    boards = None
+    # PYTHONDONTWRITEBYTECODE says, or each of the rtforges and Ansible workers compiles its sources
+    for package in [Path(rtforge.__file__).parent] + ([args.base / "rtforge"] if args.base else []):
+        compileall.compile_dir(package, quiet=2)
+    return mount, where
+
+
+def main() -> int:
+    args = arguments()
+    found = preflight(args)
+    if found is None:
+        return 2
+    mount, where = found
+    biggest = max(args.sizes)
+    rack = Rack.start(biggest)
+    groups: list[Group] = []
     tmp = Path(tempfile.mkdtemp(prefix="rtforge-fleet-bench-"))
     try:
-        boards = BoardsCpu(rack)
-        inv = rack.inventory(tmp / "rack.ini", group_vars="rtforge_cpus=0\nrtforge_interval_us=10000",
-                             ssh_args=f"-o KexAlgorithms={args.kex}" if args.kex else "")
+        boards = Group(mount, "boards")
+        groups.append(boards)
+        ctl = Group(mount, "controller")
+        groups.append(ctl)
+        boards.add(rack.processes())   # the sshds: every session, shell, runner and probe they start is there
+        names = list(rack.boards)
+        ssh_args = f"-o KexAlgorithms={args.kex}" if args.kex else ""
+        inventories = {n: rack.inventory(tmp / f"rack-{n}.ini", groups={"rack": names[:n]}, ssh_args=ssh_args,
+                                         group_vars="rtforge_cpus=0\nrtforge_interval_us=10000")
+                       for n in args.sizes}
         first = rack.boards["pi-01"]
         cfg = tmp / "one.ssh_config"
         host = (f"Host pi-01\n  HostName 127.0.0.1\n  Port {first.port}\n  User root\n"
@@ -293,71 +396,91 @@ def main() -> int:
         kex_classic = kex_cpu_ms(cfg, "curve25519-sha256")
         if args.kex:
             cfg.write_text(host + f"  KexAlgorithms {args.kex}\n")
-        env = {**os.environ, "RTFORGE_RESULTS_DIR": str(tmp / "results")}
+        results = tmp / "results"
+        env = {**os.environ, "RTFORGE_RESULTS_DIR": str(results)}
+        # each rtforge measured, with its environment (--base: that src/ first on the path, its own store)
+        variants = {"this": env}
+        if args.base is not None:
+            variants = {"base": {**env, "RTFORGE_RESULTS_DIR": str(tmp / "base-results"),
+                                 "PYTHONPATH": os.pathsep.join([str(args.base.resolve()),
+                                                                *filter(None, [os.environ.get("PYTHONPATH")])])},
+                        "this": env}
         rt = [sys.executable, "-m", "rtforge"]
         one = rt + ["latency", "pi-01", "--ssh-config", str(cfg), "--duration", f"{args.seconds}s", "--cpus", "0",
                     "--interval-us", "10000", "--json"]
-        fleet = rt + ["fleet", "latency", str(inv), "--duration", f"{args.seconds}s", "--json", "--new"]
-        results = tmp / "results"
 
-        def single() -> tuple[float, float, float | None, Start]:
-            w, c, _, p, b, s = timed(one, env, boards)
-            assert p.returncode == 0, p.stderr
-            return w, c, b, s.find(results, p.stdout)
+        def fleet_argv(n: int) -> list[str]:
+            return rt + ["fleet", "latency", str(inventories[n]), "--duration", f"{args.seconds}s", "--json", "--new"]
 
-        singles = [single()]
-        fleets = []
-        for _ in range(args.rounds):
-            fw, fc, _, fp, fb, fs = timed(fleet, env, boards)
-            assert fp.returncode == 0, fp.stderr[-2000:]
-            fleets.append((fw, fc, fb, fs.find(results, fp.stdout)))
-            singles.append(single())
-        # then once more each, for the memory only: its sampler is not in the timed rounds
-        _, _, smem, p, _, _ = timed(one, env, boards, memory_of=rack)
-        assert p.returncode == 0, p.stderr
-        _, _, fmem, p, _, _ = timed(fleet, env, boards, memory_of=rack)
-        assert p.returncode == 0, p.stderr[-2000:]
-        ratios = [f[0] / ((singles[i][0] + singles[i + 1][0]) / 2) for i, f in enumerate(fleets)]
-        mid = sorted(range(len(ratios)), key=ratios.__getitem__)[len(ratios) // 2]   # the median round
-        fw, fc, fb, fs = fleets[mid]
-        ss = statistics.median(s[3].seconds for s in singles)
-        sw = statistics.median(s[0] for s in singles)
-        sc = statistics.median(s[1] for s in singles)
-        sm = smem.peak
-        print(f"fleet_scale: {args.boards} boards, runs of {args.seconds} s, {args.rounds} rounds "
-              f"({time.strftime('%Y-%m-%d')}, {os.cpu_count()} CPUs)")
-        print(f"  one board   `rtforge latency HOST`:        wall {' '.join(f'{s[0]:.1f}' for s in singles)} s "
-              f"(median {sw:.1f} s), controller CPU {sc:.1f} s, peak memory {sm / 2**20:.0f} MiB")
-        print(f"  {args.boards} boards  `rtforge fleet latency INV`: wall {' '.join(f'{f[0]:.1f}' for f in fleets)} s; "
-              f"the median round: wall {fw:.1f} s, controller CPU {fc:.1f} s ({fc / args.boards:.2f} s per board), "
-              f"peak memory {fmem.peak / 2**20:.0f} MiB ({fmem.peak / args.boards / 2**20:.0f} MiB per board, "
-              f"{fmem.count_peak} processes at most)")
-        print(f"  ratio fleet/one board: wall {ratios[mid]:.2f}x median, {min(ratios):.2f}x to {max(ratios):.2f}x "
-              f"(goal <= 1.5x)")
-        print(f"  the start, from the command's launch to the last board's first sample: one board {ss:.1f} s; "
-              f"{args.boards} boards {fs.seconds:.1f} s in the median round, the CPUs {fs.busy:.0%} busy meanwhile "
-              f"on average ({fs.load.busy(fs.began, fs.last, stolen=True):.0%} stolen by the hypervisor; "
-              f"{fs.load.busy(fs.last, fs.last + args.seconds):.0%} busy in the {args.seconds} s after it)")
-        print(f"  ssh's key exchange, the client's CPU per connection to pi-01: {kex_default[1]:.0f} ms "
-              f"({kex_default[0]}{', as this bench ran' if not args.kex else ''}), {kex_classic[1]:.0f} ms "
-              f"({kex_classic[0]}{', as this bench ran' if args.kex == 'curve25519-sha256' else ''}); "
-              f"the fleet made {args.boards} connections")
-        if fb is not None:
-            sb = statistics.median(s[2] for s in singles)
-            print(f"  the boards' own CPU (sshd, runners, probes; on a real fleet each board's own, here these "
-                  f"{os.cpu_count()} CPUs'): one board {sb:.1f} s, {args.boards} boards {fb:.1f} s in the median "
-                  f"round; with the controller's {fc:.1f} s that is {(fb + fc) / (fw * os.cpu_count()):.0%} of "
-                  f"the CPUs over the fleet's {fw:.1f} s")
-        print(f"  (peak memory from one more run of each, sampled once a second: {fmem.cpu_s:.1f} s of CPU "
-              f"during the fleet's, which the timed rounds do not have)")
+        def run(argv: list[str], variant: str = "this", memory: bool = False) -> Measured:
+            e = variants[variant]
+            m = timed(argv, e, ctl, boards, memory_of=rack if memory else None)
+            assert m.proc.returncode == 0, m.proc.stderr[-2000:]
+            m.start.find(Path(e["RTFORGE_RESULTS_DIR"]), m.proc.stdout)
+            return m
+
+        singles = [run(one)]
+        fleets: dict[str, dict[int, list[Measured]]] = {v: {n: [] for n in args.sizes} for v in variants}
+        for r in range(args.rounds):
+            for n in args.sizes if r % 2 == 0 else reversed(args.sizes):   # neither size always first
+                for v in list(variants) if r % 2 == 0 else reversed(variants):   # nor either rtforge
+                    fleets[v][n].append(run(fleet_argv(n), v))
+            singles.append(run(one))
+        mem = run(fleet_argv(biggest), memory=True).mem if args.memory else None
+        report(args, where, singles, fleets, mem, kex_default, kex_classic)
         return 0
     finally:
         rack.stop()
-        if boards is not None:   # after the boards' processes are gone: a cgroup with none left can go
-            boards.close()
+        for g in groups:   # after the boards' processes are gone: a group with none left can go
+            g.close(mount)
         import shutil
         if not os.environ.get("RTFORGE_BENCH_KEEP"):
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+def report(args, where: str, singles: list[Measured], by_variant: dict[str, dict[int, list[Measured]]],
+           mem: PeakRss | None, kex_default: tuple[str, float], kex_classic: tuple[str, float]) -> None:
+    cpus = os.cpu_count() or 1
+    fleets = by_variant["this"]
+    print(f"fleet_scale: `rtforge fleet latency` of {args.seconds} s on {', '.join(map(str, args.sizes))} boards, "
+          f"{args.rounds} rounds ({time.strftime('%Y-%m-%d %H:%M %Z')}, {cpus} CPUs, {where})")
+    print("  the controller's CPU (its cgroup: rtforge fleet, ansible-inventory, ansible-playbook and its workers, "
+          "the fork server and the rtforges it forks, their ssh clients and masters):")
+    for variant, sized in by_variant.items():
+        a, b, se = fit([(n, m.cpu) for n, ms in sized.items() for m in ms])
+        name = f"--base {args.base}" if variant == "base" else "this rtforge"
+        if len(by_variant) > 1:
+            print(f"   {name}:")
+        for n, ms in sized.items():
+            print(f"    {n:3d} boards: {' '.join(f'{m.cpu:.2f}' for m in ms)} s "
+                  f"(median {statistics.median(m.cpu for m in ms):.2f} s)")
+        verdict = "met" if b <= GOAL_PER_BOARD_S else "not met"
+        print(f"    fit over {sum(map(len, sized.values()))} fleets: {a:.2f} s + {b:.3f} s per board "
+              f"(± {se:.3f} s, its standard error); goal <= {GOAL_PER_BOARD_S:.2f} s per board: {verdict}")
+    ba, bb, _ = fit([(n, m.boards_cpu) for n, ms in fleets.items() for m in ms])
+    sc = statistics.median(s.cpu for s in singles)
+    print(f"    one board, `rtforge latency HOST` alone: {sc:.2f} s (median of {len(singles)})")
+    print(f"  ssh's key exchange, the client's CPU per connection to pi-01 (one per board): {kex_default[1]:.0f} ms "
+          f"({kex_default[0]}{', as this bench ran' if not args.kex else ''}), {kex_classic[1]:.0f} ms "
+          f"({kex_classic[0]}{', as this bench ran' if args.kex == 'curve25519-sha256' else ''})")
+    print(f"  the boards' own CPU (their cgroup: sshd, sessions, runners, probes; on a real fleet each board's own, "
+          f"here these {cpus} CPUs'): {ba:.2f} s + {bb:.3f} s per board; one board alone "
+          f"{statistics.median(s.boards_cpu for s in singles):.2f} s")
+    sw = statistics.median(s.wall for s in singles)
+    print(f"  secondary, wall time (the boards are simulated on the same {cpus} CPUs): one board "
+          f"{' '.join(f'{s.wall:.1f}' for s in singles)} s (median {sw:.1f} s, its start "
+          f"{statistics.median(s.start.seconds for s in singles):.1f} s)")
+    for n, ms in fleets.items():
+        mid = sorted(ms, key=lambda m: m.wall)[len(ms) // 2]
+        stolen = mid.start.load.busy(mid.start.began, mid.start.last, stolen=True)
+        print(f"    {n:3d} boards: {' '.join(f'{m.wall:.1f}' for m in ms)} s, {mid.wall / sw:.2f}x one board's "
+              f"in the median round; its start (to the last board's first sample) {mid.start.seconds:.1f} s, the "
+              f"CPUs {mid.start.busy:.0%} busy meanwhile ({stolen:.0%} stolen by the hypervisor)")
+    if mem is not None:
+        n = max(fleets)
+        print(f"  peak memory of {n} boards (one more fleet, sampled once a second): {mem.peak / 2**20:.0f} MiB "
+              f"({mem.peak / n / 2**20:.0f} MiB per board, {mem.count_peak} processes at most; the sampling "
+              f"took {mem.cpu_s:.1f} s of CPU)")
 
 
 if __name__ == "__main__":

@@ -207,6 +207,40 @@ def test_a_role_given_a_variable_of_the_wrong_type_is_refused_by_ansibles_valida
     assert record.read_text().split() == ["pi-02"]          # only the board whose variables passed was measured
 
 
+# A host's string variables as the action plugins take them, against the template "{{ x }}" they stand for.
+FROM_VAR = """
+import json, sys
+sys.path.insert(0, sys.argv[1])
+from ansible import constants as C
+from ansible.parsing.dataloader import DataLoader
+from ansible.template import Templar
+from ansible_collections.rtforge.rtforge.plugins.plugin_utils.oncontroller import ModuleOnController
+out = []
+for native in (False, True):
+    for value in json.loads(sys.argv[2]):
+        C.DEFAULT_JINJA2_NATIVE = native   # what ansible.cfg's jinja2_native sets; read as a Templar is made
+        templar = Templar(loader=DataLoader(), variables={"x": value, "y": "[3, 4]"})
+        plugin = ModuleOnController.__new__(ModuleOnController)
+        plugin._templar = templar
+        taken, rendered = plugin._from_var("x", value), templar.template("{{ x }}")
+        out.append([value, native, repr(taken), repr(rendered)])
+print(json.dumps(out))
+"""
+
+
+def test_a_hosts_string_variable_is_taken_as_its_template_would_render_it():
+    """The action plugins take a plain string variable without compiling "{{ name }}" (a Jinja template
+    made anew in every host's worker), yet as that template renders it: "[1, 2]" a list, "True" a bool, a
+    template inside rendered, with Jinja's native types or without."""
+    values = ["10000", "0-3", "cpu,io", "True", "false", "[1, 2]", '{"a": 1}', " 5 ", "line\n", "[broken",
+              "{{ y }}", "1.5", "None"]
+    p = subprocess.run([ansible_python(), "-c", FROM_VAR, str(COLLECTIONS), json.dumps(values)],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    for value, native, taken, rendered in json.loads(p.stdout):
+        assert taken == rendered, (value, native)
+
+
 def command_params(app: typer.Typer, *path: str) -> dict:
     command = typer.main.get_command(app)
     for name in path:

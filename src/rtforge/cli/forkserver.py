@@ -30,6 +30,7 @@ answers are the lines {"pid": N} and, when the child is reaped,
 
 from __future__ import annotations
 
+import gc
 import importlib
 import json
 import os
@@ -85,6 +86,10 @@ class Server:
             importlib.import_module("numpy")
         except Exception:   # the children import what they need themselves: slower, not wrong
             traceback.print_exc()
+        # Everything imported so far outlives every child: out of the collector's sight, a child's
+        # collections do not visit (and so write to, and so copy page by page) the objects it shares
+        # with this server.  A forked rtforge's kernel time is mostly such copies and its exit.
+        gc.freeze()
         wake_r, wake_w = os.pipe()
         os.set_blocking(wake_w, False)
         signal.set_wakeup_fd(wake_w)

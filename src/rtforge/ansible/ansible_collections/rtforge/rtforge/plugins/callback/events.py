@@ -14,6 +14,7 @@ description:
     looks for its workers' results every 0.05 s instead of Ansible's 0.001 s.
 """
 
+import gc  # noqa: E402
 import json  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
@@ -62,6 +63,12 @@ class CallbackModule(CallbackBase):
 
     def v2_playbook_on_play_start(self, play):
         self._emit("play", name=play.get_name())
+        # Ansible forks a worker from this process for every host and task.  What this process holds by
+        # now (Ansible's modules, the inventory, the play) outlives every worker: frozen, it is out of the
+        # collector's sight, so a worker's collections do not write to (and so copy, page by page) the
+        # objects it shares with this process.  Measured: the latency play on 24 hosts (rtforge_command
+        # /bin/true), 1.14 -> 1.10 s of CPU in all, ~2 ms per host (means of six runs each; medians 1.11 -> 1.10).
+        gc.freeze()
 
     def v2_playbook_on_task_start(self, task, is_conditional):
         self._emit("task", name=task.get_name(), action=task.action)
