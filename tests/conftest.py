@@ -251,8 +251,9 @@ def rpi_git(src612):
 
 @pytest.fixture(scope="module")
 def kernel_cache_cleanup():
-    """Cache entries a test module made (they carry a nonce) go after it;
-    the Debian trees stay, that is the point of the cache.  Modules opt in
+    """Cache entries a test module made go after it (only this process's:
+    support/kernelsrc.py); the Debian trees stay, that is the point of the
+    cache.  Modules opt in
     with pytestmark = pytest.mark.usefixtures("kernel_cache_cleanup")."""
     from .support.kernelsrc import cache_entries_removed_after
     with cache_entries_removed_after():

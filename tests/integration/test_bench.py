@@ -40,6 +40,12 @@ def solve(binary, n, threads, *prefix) -> dict:
     return json.loads(r.stdout)
 
 
+# The tests that compare workdirs() before and after read the loopback board's
+# run folders without asking for the board: they join its group (one worker),
+# where no other test makes a run there meanwhile.
+ON_THE_BOARDS_FOLDERS = pytest.mark.xdist_group("board")
+
+
 def workdirs() -> set[str]:
     """Run folders on the loopback board, and what older rtforge left in /tmp."""
     from ..support.remoteboard import RUNS
@@ -162,6 +168,7 @@ def test_solver_ends_when_its_reader_goes_away(solver):
 # -- the library ----------------------------------------------------------------
 
 
+@ON_THE_BOARDS_FOLDERS
 @pytest.mark.slow
 def test_bench_here_is_stored_as_a_run(store):
     before = workdirs()
@@ -248,6 +255,7 @@ def interrupt_mid_solve(tmp_path, *argv):
     assert Store(tmp_path / "results").all_rows() == []
 
 
+@ON_THE_BOARDS_FOLDERS
 def test_ctrl_c_here_stops_the_solver_and_keeps_nothing(tmp_path):
     interrupt_mid_solve(tmp_path)
 
@@ -335,6 +343,7 @@ def test_stress_ng_metrics_formats():
 # -- bad input ------------------------------------------------------------------------
 
 
+@ON_THE_BOARDS_FOLDERS
 @pytest.mark.parametrize(
     "argv, says",
     [

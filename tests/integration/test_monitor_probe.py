@@ -283,6 +283,9 @@ def test_soak_mode_runs_on_each_pi_cpu(machine, cpu, tmp_path):
     ws = read_windows(state)
     # 3 s in 1 s windows: at least two whole ones even when the machine is busy
     assert len(ws) >= 2 and sum(c.count for w in ws for c in w.cpus) > 100, ws  # ~1000 wake-ups a second, emulated
-    assert ws[-1].tel["temp_max_mc"] == [81479]
+    # telemetry is sampled every --telemetry-s, not per window: a last partial window cut
+    # short on a loaded machine may hold no sample (seen: [None]); every window that does reads it
+    sampled = [w.tel["temp_max_mc"] for w in ws if w.tel.get("samples")]
+    assert sampled and all(t == [81479] for t in sampled), [w.tel for w in ws]
     assert [e["event"] for e in read_events(state)] == ["start", "stop"]
     assert "rtforge_latency_seconds_bucket" in (prom / "rtforge.prom").read_text()

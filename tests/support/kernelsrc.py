@@ -35,18 +35,43 @@ SUBSET = ["Makefile", "Kconfig", "kernel/Kconfig.preempt", "arch/Kconfig", "arch
 
 @contextlib.contextmanager
 def cache_entries_removed_after():
-    """Cache entries a test module made (they carry the nonce) go after it;
-    the Debian trees stay, that is the point of the cache."""
-    root = fetch.kernel_cache()
-    dirs = [root / d for d in ("src", "rt", "rtpatches", "locks")] + [paths.download_dir() / "http"]
-    before = {d: set(os.listdir(d)) if d.is_dir() else set() for d in dirs}
-    yield
-    for d in dirs:
-        for name in set(os.listdir(d)) - before[d] if d.is_dir() else ():
-            p = d / name
-            if d.name == "src" and p.name.startswith("debian-"):
-                continue
-            shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(missing_ok=True)
+    """Cache entries this process made while a test module ran go after it;
+    the Debian trees stay, that is the point of the cache.  What was made is
+    watched at rtforge's own makers (fetch.building, download, write_json),
+    not read from the folders: beside another pytest worker the folders also
+    hold its entries, made meanwhile and in use (a set difference removed
+    one worker's unpacked RT patch under the other's `patch`)."""
+    import pytest
+
+    made: set[Path] = set()
+    real_building, real_download, real_write_json = fetch.building, fetch.download, fetch.write_json
+
+    def building(final: Path):
+        made.add(Path(final))            # called only for an entry not there yet (under its lock)
+        return real_building(final)
+
+    def download(url: str, progress=None) -> Path:
+        dest = real_download(url, progress)
+        made.add(dest)                   # a download already cached was made by some earlier run: kept below
+        return dest
+
+    def write_json(path: Path, doc: dict) -> None:
+        existed = Path(path).exists()
+        real_write_json(path, doc)
+        if not existed:
+            made.add(Path(path))
+
+    before = {p for d in ("src", "rt", "rtpatches") for p in (fetch.kernel_cache() / d).glob("*")} \
+        | set((paths.download_dir() / "http").glob("*"))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(fetch, "building", building)
+        mp.setattr(fetch, "download", download)
+        mp.setattr(fetch, "write_json", write_json)
+        yield
+    for p in made - before:
+        if p.parent.name == "src" and p.name.startswith("debian-"):
+            continue
+        shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(missing_ok=True)
 
 
 # ---------------------------------------------------------------- HTTP
