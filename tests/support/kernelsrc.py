@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import html
+import json
 import os
 import shutil
 import subprocess
@@ -69,9 +70,26 @@ def cache_entries_removed_after():
         mp.setattr(fetch, "write_json", write_json)
         yield
     for p in made - before:
-        if p.parent.name == "src" and p.name.startswith("debian-"):
-            continue
-        shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(missing_ok=True)
+        if not _shared(p):
+            shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(missing_ok=True)
+
+
+def _shared(entry: Path) -> bool:
+    """A source tree every test may use, whoever made it: Debian's, and the
+    checkout of the raspberrypi/linux stand-in (tests/support/rpirepo.py, kept
+    itself; its tag's commit names the tree).  Removed after a module, it went
+    from under another worker's `--match` mid-configure ("can't open file
+    net/Kconfig.debug")."""
+    if entry.parent.name != "src":
+        return False
+    key = entry.name.removesuffix(".json")
+    if key.startswith("debian-"):
+        return True
+    try:
+        origin = str(json.loads((entry.parent / f"{key}.json").read_text()).get("origin", ""))
+    except (OSError, ValueError):
+        return False
+    return "/test-repos/rpi-layout-" in origin
 
 
 # ---------------------------------------------------------------- HTTP
