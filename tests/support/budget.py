@@ -18,9 +18,10 @@ pytest of their own (Makefile).
 
 The budget.  At the end of every run: the wall time, and per tier (unit,
 integration, e2e) the tests and the time they took (setup, call and
-teardown; two workers take more test time than wall time); --durations
-lists the slowest, so a change that makes the suite slower shows in its own
-log.  docs/testing.md has the goals and the figures measured.
+teardown; two workers take more test time than wall time), then every
+test over SLOW_S with its phases together (docs/testing.md's table of what
+each slow test proves); --durations lists the slowest phases, so a change
+that makes the suite slower shows in its own log.  docs/testing.md has the goals and the figures measured.
 """
 
 from __future__ import annotations
