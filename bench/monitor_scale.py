@@ -14,12 +14,18 @@ Printed per size: wall time and peak memory (the process's max RSS), and
 the growth from the size before: a cost that follows the history grows
 with it; one that follows what is new does not.
 
-    .venv/bin/python bench/monitor_scale.py [--sizes 7,30,182] [--cpus 4] [--keep DIR]
+    .venv/bin/python bench/monitor_scale.py [--sizes 7,30,182] [--cpus 4] [--boards N] [--keep DIR]
+
+With --boards N, the largest size is measured again in a store holding N
+boards of that history: one board's fetch and trend beside the others, and
+one `trend --json` over all N (the other boards are the first one's fetched
+data copied under other names: what is measured is the store, not N
+synthesized boards).
 
 The synthesized folders are cached under --keep (default: a temporary
 folder, removed at the end).  Goals (issue 34): at 6 months, fetch with
 nothing new ≤ 2 s and ≤ 300 MB; the first fetch ≤ 60 s and ≤ 500 MB;
-trend ≤ 3 s and ≤ 300 MB.
+trend ≤ 3 s and ≤ 300 MB; at a year and 20 boards, the same per board.
 """
 
 from __future__ import annotations
@@ -154,10 +160,30 @@ def run(argv: list[str]) -> tuple[float, float]:
     return wall, usage.ru_maxrss / 1024
 
 
+def many_boards(base: Path, days: int, cpus: int, boards: int, alone: dict[str, tuple[float, float]]) -> None:
+    """One board's costs again in a store of `boards` boards, and one trend over all."""
+    board, store = base / f"board-{days}d-{cpus}cpu", base / f"store-{days}d"
+    first = store / "monitor" / "pi-soak"
+    names = ["pi-soak"] + [f"pi-soak-{i:02d}" for i in range(2, boards + 1)]
+    for name in names[1:]:
+        shutil.copytree(first, store / "monitor" / name, dirs_exist_ok=True)
+    rd = ["--results-dir", str(store)]
+    beside = {"fetch, nothing new": run(["monitor", "fetch", "--state-dir", str(board), *rd]),
+              "trend --json": run(["trend", "pi-soak", "--json", *rd])}
+    every = run(["trend", *names, "--json", *rd])
+    print(f"\n{days} days, one board of {boards} in the store (alone -> beside {boards - 1} others):")
+    for o, (w, m) in beside.items():
+        print(f"  {o:20} {alone[o][0]:.2f} s {alone[o][1]:,.0f} MB -> {w:.2f} s {m:,.0f} MB")
+    w1, m1 = alone["trend --json"]
+    print(f"  trend --json over all {boards}: {every[0]:.2f} s {every[1]:,.0f} MB "
+          f"({every[0] / boards:.2f} s per board; one alone {w1:.2f} s {m1:,.0f} MB)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", default="7,30,182", help="days of history, comma-separated (default 7,30,182)")
     ap.add_argument("--cpus", type=int, default=4)
+    ap.add_argument("--boards", type=int, default=1, help="at the largest size, a store of this many boards too")
     ap.add_argument("--keep", type=Path, help="keep the synthesized folders here (reused when present)")
     args = ap.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
@@ -190,6 +216,8 @@ def main() -> None:
             first, last = rows[sizes[0]][o], rows[sizes[-1]][o]
             print(f"{o:20}{cells}   x{last[0] / first[0]:.1f} time, x{last[1] / first[1]:.1f} memory")
         print(f"\nhistory grew x{sizes[-1] / sizes[0]:.0f}; {datetime.now(UTC):%Y-%m-%d}, {os.cpu_count()} CPUs")
+        if args.boards > 1:
+            many_boards(base, sizes[-1], args.cpus, args.boards, rows[sizes[-1]])
     finally:
         if args.keep is None:
             shutil.rmtree(base, ignore_errors=True)

@@ -51,7 +51,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from rtforge.kernel.boards import get_board
-from rtforge.kernel.build import BuildResult, BuildSpec, build_kernel
+from rtforge.kernel.build import BuildResult, BuildSpec, build_dir_locked, build_kernel
 from rtforge.kernel.sources import prepare_source
 
 from .fixturecache import fixture_cache
@@ -97,25 +97,32 @@ def build_test_kernel(spec: BuildSpec) -> BuildResult:
     with _locked(store / f".lock-{spec.board}"):
         configured = build_kernel(replace(spec, config_only=True))    # seconds: the final .config, for the key
         build = configured.config_path.parent
-        key = tree_key(spec, build)
-        kept = store / f"{build.parent.name}-{key}.tar.zst"
-        marker = build / ".rtforge-test-tree"
         restored = False
-        if kept.exists() and _read(marker) != key:
-            t0 = time.monotonic()
-            shutil.rmtree(build)
-            build.mkdir(parents=True)
-            subprocess.run(["tar", "-I", "zstd -T0", "-C", str(build), "-xf", str(kept)], check=True)
-            os.utime(kept)            # used: kept by the pruning below
-            restored = True
-            say(f"{build.parent.name}: build tree restored from {kept.name} in {time.monotonic() - t0:.0f} s")
+        # build_kernel holds the build directory while it works; between its
+        # calls, another test may configure the same directory (a config-only
+        # --match), so the tree is restored and kept under the same lock, and
+        # kept only if its .config is still the one the key was made from.
+        with build_dir_locked(build):
+            key = tree_key(spec, build)
+            kept = store / f"{build.parent.name}-{key}.tar.zst"
+            marker = build / ".rtforge-test-tree"
+            if kept.exists() and _read(marker) != key:
+                t0 = time.monotonic()
+                shutil.rmtree(build)
+                build.mkdir(parents=True)
+                subprocess.run(["tar", "-I", "zstd -T0", "-C", str(build), "-xf", str(kept)], check=True)
+                os.utime(kept)            # used: kept by the pruning below
+                restored = True
+                say(f"{build.parent.name}: build tree restored from {kept.name} in {time.monotonic() - t0:.0f} s")
         t0 = time.monotonic()
         result = build_kernel(spec)
         say(f"{result.release} for {result.board.name}: {result.objects} objects compiled in "
             f"{time.monotonic() - t0:.0f} s{' (tree restored)' if restored else ''}")
-        marker.write_text(key)
-        if not kept.exists():
-            _store(build, kept)
+        with build_dir_locked(build):
+            if tree_key(spec, build) == key:
+                marker.write_text(key)
+                if not kept.exists():
+                    _store(build, kept)
     return result
 
 

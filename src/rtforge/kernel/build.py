@@ -16,6 +16,7 @@ import os
 import re
 import shlex
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,13 +26,13 @@ from ..device.deploy.bundle import open_bundle
 from ..errors import UserError
 from .boards import Board, get_board
 from .debian import VersionNotOffered
-from .fetch import kernel_cache
+from .fetch import kernel_cache, locked
 from .kbuild import FRAGMENTS, ConfigResult, base_defconfig, configure, make_argv, run_make
 from .kconfig import fragment_options, parse_option, read_config, refuse_expansion
 from .kdiff import Change, differences, report_lines
 from .match import MatchPlan, check_board, check_tree, fixups, plan_source
 from .package import package
-from .rtpatch import prepare_rt_tree
+from .rtpatch import RtTree, prepare_rt_tree
 from .running import RunningConfig, RunningKernel
 from .sources import KernelSource, prepare_source
 
@@ -119,8 +120,25 @@ def build_kernel(spec: BuildSpec, progress: Progress | None = None) -> BuildResu
     else:
         source = _matched_source(match, report)
     rt = prepare_rt_tree(source, board.arch, spec.rt_patch, progress=report)
+    build = kernel_cache() / "build" / f"{rt.path.name}-{board.name}" / "obj"
+    # One build directory per (tree, board): a second rtforge building the same
+    # one (another terminal, a CI worker) would re-run Kbuild's host tools while
+    # this one executes them ("fixdep: Error 126"), so it waits its turn.
+    with build_dir_locked(build, waiting=lambda: report(f"waiting for another build in {build.parent}", None, None)):
+        return _build_in(build, spec, board, match, source, rt, report)
+
+
+def build_dir_locked(build: Path, waiting: Callable[[], None] | None = None) -> AbstractContextManager[None]:
+    """Held while anything reads or writes a build directory (a flock: one
+    process at a time; not re-entrant within a process)."""
+    return locked(f"build-{build.parent.name}", waiting)
+
+
+def _build_in(build: Path, spec: BuildSpec, board: Board, match: _Match | None, source: KernelSource,
+              rt: RtTree, report: Progress) -> BuildResult:
+    """build_kernel's steps in its build directory, which it holds."""
     tree = rt.path
-    build = kernel_cache() / "build" / f"{tree.name}-{board.name}" / "obj"
+    plan = match.plan if match else None
     if spec.defconfig is not None:
         base_defconfig(tree, board, source.flavour, spec.defconfig)     # refused before anything is written
     report("configuring", None, None)

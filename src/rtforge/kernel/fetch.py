@@ -133,12 +133,18 @@ def download(url: str, progress: Progress = None) -> Path:
 
 
 @contextlib.contextmanager
-def locked(key: str) -> Iterator[None]:
-    """Serialise work on one cache entry between rtforge processes."""
+def locked(key: str, waiting: Callable[[], None] | None = None) -> Iterator[None]:
+    """Serialise work on one cache entry between rtforge processes;
+    waiting() is called once if another process holds it, before waiting."""
     lockdir = kernel_cache() / "locks"
     lockdir.mkdir(parents=True, exist_ok=True)
     with open(lockdir / f"{key}.lock", "w") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if waiting:
+                waiting()
+            fcntl.flock(f, fcntl.LOCK_EX)
         try:
             yield
         finally:
