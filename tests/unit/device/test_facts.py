@@ -28,9 +28,10 @@ def test_root_is_uid_0_whoever_asks():
 
 
 def test_the_facts_blocks_parse_without_a_shell():
-    out = ("\n@@machine\naarch64\n@@release\n6.12.0-rt5\n@@version\n#1 SMP PREEMPT_RT\n@@uid\n0\n@@tryboot\n0 0 0 1\n"
-           "@@df_root\nFilesystem 1024-blocks Used Available Capacity Mounted on\n/dev/root 100 50 42 55% /\n"
-           "@@ssh\n10.0.0.2 50000 10.0.0.7 22\n@@tools\nsh\ntar\n")
+    out = ("\n\0@@machine\naarch64\n\0@@release\n6.12.0-rt5\n\0@@version\n#1 SMP PREEMPT_RT\n\0@@uid\n0\n"
+           "\0@@tryboot\n0 0 0 1\n"
+           "\0@@df_root\nFilesystem 1024-blocks Used Available Capacity Mounted on\n/dev/root 100 50 42 55% /\n"
+           "\0@@ssh\n10.0.0.2 50000 10.0.0.7 22\n\0@@tools\nsh\ntar\n")
     f = from_blocks(blocks(out))
     assert (f.machine, f.is_root, f.tryboot_now, f.root_free_kb, f.ssh_address, f.tools) == \
         ("aarch64", True, True, 42, "10.0.0.7", {"sh", "tar"})
@@ -39,10 +40,10 @@ def test_the_facts_blocks_parse_without_a_shell():
 
 
 def test_a_snapshot_reads_the_same_facts():
-    snap = parse_output("\n@@f /proc/cmdline\nquiet\n@@uid\n1000\n@@user\npi\n@@machine\narmv7l\n", "")
+    snap = parse_output("\n\0@@f /proc/cmdline\nquiet\n\0@@uid\n1000\n\0@@user\npi\n\0@@machine\narmv7l\n", "")
     assert (snap.is_root, snap.user, snap.machine) == (False, "pi", "armv7l")
     assert snap.value("/proc/cmdline") == "quiet"
-    bare = parse_output("\n@@f /proc/cmdline\nquiet\n", "")
+    bare = parse_output("\n\0@@f /proc/cmdline\nquiet\n", "")
     assert (bare.is_root, bare.user, bare.machine) == (False, "?", None)
 
 
@@ -153,10 +154,12 @@ def test_sections_and_a_command_in_one_round_trip(tmp_path):
 def test_the_trace_section_parses_without_a_shell():
     from rtforge.device.transport.facts import trace_from_blocks
 
-    t = trace_from_blocks(blocks("\n@@tracefs_known\n1\n@@tracefs\n\n@@tracers\n\n@@rtla\n1\n@@release\n6.1.0\n"))
+    t = trace_from_blocks(blocks("\n\0@@tracefs_known\n1\n\0@@tracefs\n\n\0@@tracers\n\n\0@@rtla\n1\n"
+                                 "\0@@release\n6.1.0\n"))
     assert (t.tracefs, t.tracefs_known, t.tracers, t.rtla, t.rtla_aa, t.kernel) == (None, True, [], True, False,
                                                                                    "6.1.0")
-    t = trace_from_blocks(blocks("\n@@tracefs\n/sys/kernel/tracing\n@@tracers\ntimerlat osnoise nop\n@@rtla_aa\n1\n"))
+    t = trace_from_blocks(blocks("\n\0@@tracefs\n/sys/kernel/tracing\n\0@@tracers\ntimerlat osnoise nop\n"
+                                 "\0@@rtla_aa\n1\n"))
     assert (t.tracefs, t.tracers, t.rtla_aa, t.tracefs_known) == ("/sys/kernel/tracing", ["timerlat", "osnoise", "nop"],
                                                                   True, False)
 

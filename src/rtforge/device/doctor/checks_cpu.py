@@ -45,14 +45,13 @@ def governors(ctx: Context) -> list[Finding]:
 
 
 def dma_latency_holders(snap: Snapshot) -> list[int]:
-    """pids that have /dev/cpu_dma_latency open (from `ls -l /proc/*/fd`)."""
-    pids, current = [], None
+    """pids that have /dev/cpu_dma_latency open (the snapshot's "fds": one
+    /proc/PID/fd/N per open file description of it)."""
+    pids: list[int] = []
     for line in (snap.command("fds") or "").splitlines():
-        m = re.match(r".*/proc/(\d+)/fd:$", line)
-        if m:
-            current = int(m[1])
-        elif line.rstrip().endswith("/dev/cpu_dma_latency") and current is not None and current not in pids:
-            pids.append(current)
+        m = re.fullmatch(r"/proc/(\d+)/fd/\d+", line)
+        if m and int(m[1]) not in pids:
+            pids.append(int(m[1]))
     return pids
 
 

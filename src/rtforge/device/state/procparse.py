@@ -134,6 +134,20 @@ class ThreadStat:
         return bool(self.flags & PF_KTHREAD)
 
 
+# One stat record in a stream of them (cat /proc/*/task/*/stat): a thread's
+# name is at most 15 bytes (TASK_COMM_LEN; a kernel thread's, up to 63 in
+# newer kernels) and may hold anything but NUL -- "\n" and ")" too -- and
+# at least 40 numbers follow its state on the same line, which no name can
+# fake.  Splitting the stream at newlines lost a thread named "x\ny": a busy
+# one could hide from doctor that way.
+_STAT_RECORD = re.compile(r"(?m)^\d+ \(.{0,64}?\) [A-Za-z] (?:-?\d+ ){40,}-?\d+$", re.S)
+
+
+def stat_records(text: str) -> list[ThreadStat]:
+    """The threads of concatenated stat files, whatever their names hold."""
+    return [t for m in _STAT_RECORD.finditer(text) if (t := parse_stat_line(m[0]))]
+
+
 def parse_stat_line(line: str) -> ThreadStat | None:
     """One stat line (proc(5)): the command name may hold spaces and ')', so
     the fields after it are counted from the last ')'."""

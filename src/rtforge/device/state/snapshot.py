@@ -1,7 +1,7 @@
 """What doctor and tune read from a target, in one round trip.
 
 A board on Wi-Fi pays for every round trip, so one small POSIX-sh script
-reads every file of interest (each after a "@@f PATH" line), the device's
+reads every file of interest (each after a "\\0@@f PATH" line), the device's
 facts (transport/facts.py's function: who rtforge runs as there, uname,
 ...), runs the few commands whose answer is not in a file (iw, vcgencmd,
 getconf), and -- when asked -- samples the threads' CPU time and the
@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from ..transport import facts
 from ..transport.facts import DeviceFacts
 from ..transport.transport import Transport
-from .procparse import ThreadStat, parse_stat_line
+from .procparse import ThreadStat, stat_records
 
 # Files doctor and tune read, as shell globs below the root.  A pattern that
 # matches nothing is skipped.
@@ -50,8 +50,9 @@ FILES = [
 ]
 
 # $1 root, $2 window in seconds (0: no sampling).  Each block starts on a
-# line of its own: "@@f PATH", "@@c NAME" (command output), "@@rc NAME N",
-# "@@w IFACE" (a wireless interface), "@@s N WHAT" (sample N).
+# line of its own, NUL first (facts.MARK: nothing a user names can forge
+# one): "\0@@f PATH", "@@c NAME" (command output), "@@rc NAME N", "@@w IFACE"
+# (a wireless interface), "@@s N WHAT" (sample N).
 # Files: bounded, regular only, and under a tree (--sysroot) only those whose
 # real path stays inside it (data/safe.sh's rtforge_cat, in facts.FUNCTION).
 _PRELUDE = r"""
@@ -59,10 +60,10 @@ R="$1"; W="$2"; RTFORGE_ROOT="$R"
 f() {
   for p in "$@"; do
     [ -f "$p" ] && [ -r "$p" ] && rtforge_inside "$p" || continue
-    printf '\n@@f %s\n' "${p#"$R"}"; rtforge_cat "$p" 2>/dev/null
+    printf '\n\000@@f %s\n' "${p#"$R"}"; rtforge_cat "$p" 2>/dev/null
   done
 }
-c() { n="$1"; shift; printf '\n@@c %s\n' "$n"; "$@" 2>&1; r=$?; printf '\n@@rc %s %s\n' "$n" "$r"; }
+c() { n="$1"; shift; printf '\n\000@@c %s\n' "$n"; "$@" 2>&1; r=$?; printf '\n\000@@rc %s %s\n' "$n" "$r"; }
 have() { command -v "$1" >/dev/null 2>&1; }
 """
 
@@ -74,7 +75,7 @@ if [ -f "$R/proc/config.gz" ] && [ -r "$R/proc/config.gz" ] && rtforge_inside "$
 fi
 for i in "$R"/sys/class/net/*; do
   if [ -e "$i/phy80211" ] || [ -e "$i/wireless" ]; then
-    n=${i##*/}; printf '\n@@w %s\n' "$n"
+    n=${i##*/}; printf '\n\000@@w %s\n' "$n"
     if have iw; then c "iw:$n" iw dev "$n" get power_save; elif have iwconfig; then c "iwconfig:$n" iwconfig "$n"; fi
   fi
 done
@@ -89,14 +90,18 @@ if [ "$(id -u)" != 0 ]; then if sudo -n true 2>/dev/null; then P=sudo; else P=no
 priv() { if [ "$P" = sudo ]; then sudo -n -- "$@"; else "$@"; fi; }
 if [ "$P" != no ]; then
   if [ -e "$R/dev/cpu_dma_latency" ]; then c dma_latency priv od -An -td4 "$R/dev/cpu_dma_latency"; fi
-  # /dev/null as a second argument makes ls print every directory's header
+  # the fds open on /dev/cpu_dma_latency, by their /proc paths (the kernel's
+  # names, not the names of files a user opened: `ls -l` printed those, and a
+  # file named "x\n/proc/1/fd:" forged a holder); a tree's links by their text
   # shellcheck disable=SC2016
-  c fds priv sh -c 'ls -l /dev/null "$1"/proc/[0-9]*/fd 2>/dev/null | grep -e "^/" -e cpu_dma_latency' sh "$R"
+  c fds priv sh -c 'for l in "$1"/proc/[0-9]*/fd/*; do
+    if [ -z "$1" ]; then [ "$l" -ef /dev/cpu_dma_latency ]; else [ "$(readlink "$l")" = /dev/cpu_dma_latency ]; fi \
+      && printf "%s\n" "${l#"$1"}"; done; true' sh "$R"
 fi
 sample() {
-  printf '\n@@s %s uptime\n' "$1"; rtforge_cat "$R/proc/uptime"
-  printf '\n@@s %s interrupts\n' "$1"; rtforge_cat "$R/proc/interrupts" 2>/dev/null
-  printf '\n@@s %s stat\n' "$1"
+  printf '\n\000@@s %s uptime\n' "$1"; rtforge_cat "$R/proc/uptime"
+  printf '\n\000@@s %s interrupts\n' "$1"; rtforge_cat "$R/proc/interrupts" 2>/dev/null
+  printf '\n\000@@s %s stat\n' "$1"
   # the kernel's own /proc at once; a tree's files one by one, checked
   if [ -z "$R" ]; then cat /proc/[0-9]*/task/[0-9]*/stat 2>/dev/null
   else for t in "$R"/proc/[0-9]*/task/[0-9]*/stat; do rtforge_cat "$t" 4096 2>/dev/null; done; fi
@@ -178,7 +183,7 @@ def parse_output(out: str, root: str) -> Snapshot:
     snap = Snapshot(root=root)
     raw_samples: dict[str, dict[str, str]] = {}
     raw_facts: dict[str, str] = {}
-    for block in out.split("\n@@")[1:]:
+    for block in out.split(facts.MARK)[1:]:
         head, _, body = block.partition("\n")
         kind, _, name = head.partition(" ")
         if kind == "f":
@@ -199,11 +204,7 @@ def parse_output(out: str, root: str) -> Snapshot:
         snap.facts = facts.from_blocks(raw_facts)
     for n in sorted(raw_samples):
         s = raw_samples[n]
-        threads = {}
-        for line in s.get("stat", "").splitlines():
-            t = parse_stat_line(line)
-            if t:
-                threads[(t.tid, t.start)] = t
+        threads = {(t.tid, t.start): t for t in stat_records(s.get("stat", ""))}
         m = re.match(r"\s*([\d.]+)", s.get("uptime", ""))
         snap.samples.append(
             Sample(uptime_s=float(m[1]) if m else 0.0, interrupts=s.get("interrupts", ""), threads=threads)

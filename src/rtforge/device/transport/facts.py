@@ -8,9 +8,9 @@ and tune's snapshot, which calls the same shell function inside its own
 round trip (state/snapshot.py).  A transport asks `id -u` for sudo's sake
 and judges the answer with `uid_is_root` too.
 
-The script is in named sections, each a shell function printing "@@name"
-blocks (one wire format); a caller names the sections it needs and gets
-them in one round trip:
+The script is in named sections, each a shell function printing blocks,
+each after a line "\0@@name" (one wire format, MARK); a caller names the
+sections it needs and gets them in one round trip:
 
     device  what deploy, tune, a run's first contact and the monitor need
             (rtforge_facts: uname, the boot folder, df, who rtforge is there,
@@ -50,9 +50,16 @@ class Runs(Protocol):
     def run(self, argv: list[str], *, timeout: float | None = None, sudo: bool = False, check: bool = False,
             step: str | None = None) -> subprocess.CompletedProcess: ...
 
+# Where a block starts: a line "\0@@name".  The NUL is what no thread name
+# (/proc/PID/stat), file name or command line can hold, so nothing a local
+# user on the board controls can start a block of its own ("x\n@@c fds" is a
+# valid thread name).  A --sysroot tree's files can hold one: what they forge
+# is only what the tree says of itself.
+MARK = "\n\0@@"
+
 # A shell function, so that a larger script (the snapshot) can call it in its
 # own round trip: rtforge_facts ROOT [TOOL...].  Each fact follows a line
-# "@@name"; the tryboot flag is a big-endian u32 property, printed as bytes by
+# "\0@@name" (MARK); the tryboot flag is a big-endian u32 property, printed as bytes by
 # od; "tools" lists the TOOLs found on PATH; "ssh" is SSH_CONNECTION, whose
 # third word is the device's own address of this connection (the address this
 # host reaches it at, also through an ssh config alias).  config.txt lives in
@@ -61,7 +68,7 @@ _FUNCTION = r"""
 rtforge_facts() {
   _R="$1"; shift
   RTFORGE_ROOT="$_R"   # rtforge_cat: under a tree, only files whose real path stays in it
-  _s() { printf '\n@@%s\n' "$1"; }
+  _s() { printf '\n\000@@%s\n' "$1"; }
   _c() { rtforge_cat "$_R$1" "${2:-65536}" 2>/dev/null; }
   _s machine; uname -m
   _s release; uname -r
@@ -119,7 +126,7 @@ _KERNEL = r"""
 rtforge_facts_kernel() {
   _kR="$1"
   RTFORGE_ROOT="$_kR"
-  _ks() { printf '\n@@%s\n' "$1"; }
+  _ks() { printf '\n\000@@%s\n' "$1"; }
   _kc() { rtforge_cat "$_kR$1" "${2:-@SMALL@}" 2>/dev/null; }
   _kok() { [ -f "$_kR$1" ] && [ -r "$_kR$1" ] && rtforge_inside "$_kR$1"; }
   _kz() { _kok "$1" && gzip -dc "$_kR$1" 2>/dev/null | head -c "$2"; }
@@ -175,19 +182,19 @@ rtforge_facts_trace() {
     [ -r "$_td/available_tracers" ] && { _tT=$_td; break; }
   done
   if grep -qw tracefs /proc/filesystems 2>/dev/null; then
-    printf '\n@@tracefs_known\n1\n'
+    printf '\n\000@@tracefs_known\n1\n'
     if [ -z "$_tT" ] && [ "$(id -u)" = 0 ] && [ -d /sys/kernel/tracing ]; then
       mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null && [ -r /sys/kernel/tracing/available_tracers ] \
         && _tT=/sys/kernel/tracing
     fi
   fi
-  printf '\n@@tracefs\n%s\n' "$_tT"
-  printf '\n@@tracers\n'; [ -n "$_tT" ] && rtforge_cat "$_tT/available_tracers" 2>/dev/null
+  printf '\n\000@@tracefs\n%s\n' "$_tT"
+  printf '\n\000@@tracers\n'; [ -n "$_tT" ] && rtforge_cat "$_tT/available_tracers" 2>/dev/null
   if command -v rtla >/dev/null 2>&1; then
-    printf '\n@@rtla\n1\n'
-    rtla timerlat top --help 2>&1 | grep -q -- '--aa-only' && printf '\n@@rtla_aa\n1\n'
+    printf '\n\000@@rtla\n1\n'
+    rtla timerlat top --help 2>&1 | grep -q -- '--aa-only' && printf '\n\000@@rtla_aa\n1\n'
   fi
-  printf '\n@@release\n'; uname -r
+  printf '\n\000@@release\n'; uname -r
   return 0
 }
 """
@@ -209,7 +216,7 @@ for _section in $_sections; do
   esac
 done
 if [ -n "$_then" ]; then
-  printf '\n@@then\n'; eval "$_then"; printf '\n@@then_status\n%s\n' "$?"
+  printf '\n\000@@then\n'; eval "$_then"; printf '\n\000@@then_status\n%s\n' "$?"
 fi
 exit 0
 """
@@ -271,9 +278,9 @@ _CONTACT_ONLY = ("hostname", "user", "online", "allowed", "ncpus", "ssh_address"
 
 
 def blocks(out: str) -> dict[str, str]:
-    """{name: value} of the "@@name" blocks in the script's output."""
+    """{name: value} of the "\\0@@name" blocks in the script's output."""
     v: dict[str, str] = {}
-    for block in out.split("\n@@")[1:]:
+    for block in out.split(MARK)[1:]:
         key, _, value = block.partition("\n")
         v[key] = value.strip("\n\0 ")
     return v
