@@ -55,9 +55,10 @@ while [ $# -ge 2 ]; do
   else printf '@@err %s\t%s\n' "$p" "$(printf '%s' "$err" | tr '\n' ' ')"; fi
 done
 """)
+# What is read back: the snapshot's file blocks (facts.MARK first), for its parser.
 _READ_FILES = safesh.script(r"""
 R="$1"; shift; RTFORGE_ROOT="$R"
-for p in "$@"; do if [ -r "$R$p" ] && [ -f "$R$p" ]; then printf '\n@@f %s\n' "$p"; rtforge_cat "$R$p"; fi; done
+for p in "$@"; do if [ -r "$R$p" ] && [ -f "$R$p" ]; then printf '\n\000@@f %s\n' "$p"; rtforge_cat "$R$p"; fi; done
 """)
 _WIFI = r"""
 op="$1"; shift
