@@ -138,6 +138,28 @@ def test_trend_reads_a_span_and_says_a_regression_in_its_exit_status(tmp_path, c
         assert len(capsys.readouterr().err.strip().splitlines()) == 1
 
 
+def test_trend_over_several_boards_says_what_each_alone_says(tmp_path, capsys):
+    """Boards are read one at a time (each let go once drawn and judged):
+    the JSON of two boards together is each board's own, the plot has a
+    row for each, and one regression makes the exit status 1."""
+    import matplotlib.image
+
+    store = tmp_path / "store"
+    board(store / "monitor" / "pi", [("6.12-rt", [5000, 40_000]), ("6.18-rt", [5000, 90_000])], days=2)
+    board(store / "monitor" / "pi2", [("6.12-rt", [5000, 40_000]), ("6.18-rt", [5000, 41_000])], days=2)
+    rd, rule = ["--results-dir", str(store)], ["--min-span", "1d", "--min-windows", "10"]
+    alone = []
+    for name in ("pi", "pi2"):
+        code = main(["trend", name, "--json", *rd, *rule, "-o", str(tmp_path / f"{name}.png")])
+        alone += json.loads(capsys.readouterr().out)
+        assert code == (1 if name == "pi" else 0)
+    assert main(["trend", "pi", "pi2", "--json", *rd, *rule, "-o", str(tmp_path / "both.png")]) == 1
+    assert json.loads(capsys.readouterr().out) == alone
+    assert [d["verdict"]["status"] for d in alone] == ["regression", "promoted"] and alone[1]["windows"] == 96
+    one, both = (matplotlib.image.imread(tmp_path / f).shape[0] for f in ("pi.png", "both.png"))
+    assert both == 2 * one, (one, both)
+
+
 @pytest.mark.parametrize("days", [1, 40])
 def test_the_long_term_plot_keeps_its_legend_off_the_data_and_draws_the_limit(tmp_path, days):
     """A month of 5-minute windows would merge into a solid band of points:

@@ -342,14 +342,18 @@ def trend(
         paths.check_output(output)
         if output.suffix.lower() not in (".svg", ".png"):
             raise UserError(f"--output {shown(str(output))}: name a .svg or .png file")
-    from ..report.trend import load_trend, trend_figure
+    from ..report.trend import draw_trend, load_trend, trend_rows
 
+    folders = [find_host(store.root, name) for name in host]     # every name checked before any is read
+    fig, rows = trend_rows(len(folders)) if output is not None else (None, [])
     trends = []
-    for name in host:
-        folder = find_host(store.root, name)
-        trends.append(load_trend(folder.path, folder.host, rule, since_ns, until_ns))
+    for i, folder in enumerate(folders):   # one board's windows and hours at a time
+        t = load_trend(folder.path, folder.host, rule, since_ns, until_ns)
+        if fig is not None:
+            draw_trend(rows[i], t)
+        trends.append(t.light())
     if as_json:
-        print(json.dumps([{"host": t.host, "windows": len(t.windows), "rule": rule.text(),
+        print(json.dumps([{"host": t.host, "windows": t.window_count, "rule": rule.text(),
                            "verdict": {"status": t.verdict.status, "line": t.verdict.line},
                            "kernels": [{"release": s.release, "version": s.version, "first_ns": s.first_ns,
                                         "last_ns": s.last_ns, "windows": s.windows, "days": round(s.days, 3),
@@ -357,9 +361,9 @@ def trend(
                                         "unclean_restarts": s.unclean} for s in t.spans]} for t in trends], indent=1))
     else:
         _print_trends(trends, rule)
-    if output is not None:
+    if output is not None and fig is not None:
         from ..report.plotting import render
-        paths.write_output(output, render(trend_figure(trends), output.suffix.lower()[1:]))
+        paths.write_output(output, render(fig, output.suffix.lower()[1:]))
         err_console().print(f"wrote {shown(str(output))}", highlight=False)
     return 1 if any(t.verdict.status == "regression" for t in trends) else 0
 
@@ -400,7 +404,7 @@ def _print_trends(trends, rule: Rule) -> None:
             Col("unclean", drop=1, right=True)]
     out.print(f"promotion rule: {rule.text()}", highlight=False)
     for t in trends:
-        out.print(f"\n{shown(t.host)}: {plural(len(t.windows), 'window')}, {plural(len(t.gaps), 'gap')}, "
+        out.print(f"\n{shown(t.host)}: {plural(t.window_count, 'window')}, {plural(len(t.gaps), 'gap')}, "
                   f"{plural(len(t.changes), 'kernel change')}", highlight=False)
         rows = [[s.label, f"{s.days:.1f}", f"{s.windows:,}", format_us(s.p9999_ns, unknown="?"),
                  format_us(s.max_ns, unknown="?"), str(s.alerts), str(s.unclean)]

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import html
 import textwrap
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -54,6 +54,16 @@ class HostTrend:
     gaps: list[dict]
     damaged: list[tuple[str, str]] = field(default_factory=list)
     hours: list[Rollup] = field(default_factory=list)   # one per hour and life, merged over the CPUs
+    window_count: int = 0                               # len(windows), kept by light()
+
+    def light(self) -> HostTrend:
+        """What the table, the JSON and the verdict need, without the windows,
+        the hours and the spans' per-window lists (a year of a board is ~70 MB
+        of them): `trend` over 20 boards holds one board's at a time."""
+        spans = {id(s): replace(s, window_max_ns=[], maxima=[], dist=[]) for s in self.spans}
+        verdict = replace(self.verdict, candidate=spans.get(id(self.verdict.candidate)),
+                          reference=spans.get(id(self.verdict.reference)))
+        return replace(self, windows=[], hours=[], spans=list(spans.values()), verdict=verdict)
 
 
 def load_trend(folder: Path, host: str, rule: Rule, since_ns: int | None = None,
@@ -77,7 +87,7 @@ def load_trend(folder: Path, host: str, rule: Rule, since_ns: int | None = None,
         windows = [w for w in read_windows(folder, reading) if _within({"t_ns": w.start_ns}, since_ns, until_ns)]
     spans = kernel_spans(windows, hours or None, events)
     return HostTrend(host, windows, spans, evaluate(spans, rule), rule, changes(windows), gaps(events),
-                     reading.damaged, hours)
+                     reading.damaged, hours, len(windows))
 
 
 def _within(e: dict, since_ns: int | None, until_ns: int | None) -> bool:
@@ -254,18 +264,28 @@ def _window_maxima(ax, t: HostTrend, colors: dict[str, str]) -> None:
 
 
 def trend_figure(trends: list[HostTrend]) -> Figure:
-    fig = Figure(figsize=(11, 7.5 * max(1, len(trends))), layout="constrained")
-    rows = fig.subfigures(max(1, len(trends)), 1, squeeze=False)[:, 0]
+    fig, rows = trend_rows(len(trends))
     for sub, t in zip(rows, trends):
-        colors = {s.label: PALETTE[i % len(PALETTE)] for i, s in enumerate(t.spans)}
-        axes = sub.subplot_mosaic([["long", "long"], ["dist", "box"]], height_ratios=[1.2, 1])
-        _long_term(axes["long"], t, colors)
-        _distributions(axes["dist"], t, colors)
-        _window_maxima(axes["box"], t, colors)
-        head = (f"{t.host}: {plural(len(t.windows), 'window')}, {plural(len(t.spans), 'kernel')}, "
-                f"{plural(len(t.gaps), 'gap')}")
-        sub.suptitle(plain(head, 120) + "\n" + "\n".join(textwrap.wrap(plain(t.verdict.line, 400), 140)), fontsize=9)
+        draw_trend(sub, t)
     return fig
+
+
+def trend_rows(boards: int) -> tuple[Figure, list]:
+    """The figure of `boards` boards, and the row each is drawn in (draw_trend)."""
+    fig = Figure(figsize=(11, 7.5 * max(1, boards)), layout="constrained")
+    return fig, list(fig.subfigures(max(1, boards), 1, squeeze=False)[:, 0])
+
+
+def draw_trend(sub, t: HostTrend) -> None:
+    """One board's row: drawn from its whole trend, which may then be let go."""
+    colors = {s.label: PALETTE[i % len(PALETTE)] for i, s in enumerate(t.spans)}
+    axes = sub.subplot_mosaic([["long", "long"], ["dist", "box"]], height_ratios=[1.2, 1])
+    _long_term(axes["long"], t, colors)
+    _distributions(axes["dist"], t, colors)
+    _window_maxima(axes["box"], t, colors)
+    head = (f"{t.host}: {plural(t.window_count, 'window')}, {plural(len(t.spans), 'kernel')}, "
+            f"{plural(len(t.gaps), 'gap')}")
+    sub.suptitle(plain(head, 120) + "\n" + "\n".join(textwrap.wrap(plain(t.verdict.line, 400), 140)), fontsize=9)
 
 
 # ---- the report's section ------------------------------------------------------

@@ -15,6 +15,8 @@ from rtforge.errors import UserError
 from rtforge.results.soak.folder import MonitorFolder, find_host, host_name, wanted
 from rtforge.results.soak.windows import (
     HIST_BUCKETS,
+    Counts,
+    CpuFigures,
     Reading,
     bucket_hi,
     bucket_index,
@@ -51,6 +53,35 @@ def test_runs_round_trip(buckets):
     runs = encode_runs(buckets)
     assert decode_runs(runs) == buckets
     assert all(run[1] and run[-1] for run in runs)  # a run starts and ends on a bucket that holds something
+
+
+@given(st.lists(st.tuples(st.integers(0, HIST_BUCKETS - 8), st.lists(st.integers(0, 10**12), min_size=1,
+                                                                       max_size=8)), max_size=40))
+def test_counts_read_runs_as_decode_runs_does(pairs):
+    """The store's arrays against the reference decoder, runs that overlap and zeros included."""
+    runs = [[first, *counts] for first, counts in pairs]
+    c = Counts.from_runs(runs)
+    assert dict(c.items()) == decode_runs(runs) == dict(c)
+    assert list(c) == sorted(decode_runs(runs)) and len(c) == len(decode_runs(runs))
+
+
+@pytest.mark.parametrize("bad", [[[5]], [[HIST_BUCKETS, 1]], [[-1, 2]], "x", [[1, 1.5]], [[1, "2"]], [[1, 2**64]],
+                                 [[True, 2]], [5]])
+def test_counts_refuse_what_decode_runs_refuses(bad):
+    with pytest.raises(ValueError):
+        decode_runs(bad)
+    with pytest.raises(ValueError):
+        Counts.from_runs(bad)
+
+
+def test_merged_histogram_of_counts_and_dicts_is_one_population():
+    a, b = {3: 2, 200: 5}, {3: 1, 1000: 1}
+    figs = [CpuFigures(0, 7, 3, 300, 0, 0, Counts.from_runs(encode_runs(a))), CpuFigures(1, 2, 3, 9000, 0, 0, b)]
+    one = CpuFigures(0, 9, 3, 9000, 0, 0, {3: 3, 200: 5, 1000: 1})
+    hist, lo, hi = merged_histogram([type("R", (), {"cpus": figs})()])
+    ref, _, _ = merged_histogram([type("R", (), {"cpus": [one]})()])
+    assert (hist.total, lo, hi) == (9, 3, 9000)
+    assert list(hist.count) == list(ref.count) and list(hist.lo_ns) == list(ref.lo_ns)
 
 
 @pytest.mark.parametrize("bad", [{"h": [[5]]}, {"h": [[HIST_BUCKETS, 1]]}, {"h": [[-1, 2]]}, {"h": "x"},

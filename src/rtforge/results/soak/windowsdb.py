@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ...errors import UserError
-from .windows import CpuFigures, Reading, Rollup, Window, decode_runs, encode_runs, parse_rollup, read_records
+from .windows import Counts, CpuFigures, Reading, Rollup, Window, encode_runs, parse_rollup, read_records
 
 SCHEMA_VERSION = 1
 APP_ID = 0x72746D64   # "rtmd": a database this module made (the header says so)
@@ -169,7 +169,7 @@ class MonitorDB:
                                    "ORDER BY key, life", (kind, lo, hi)):
             (kind_, key, life, kernel, kver, start, end, windows, partial, covered, alerts, spikes, temp, thr, count,
              mn, mx, sm, over, hist) = row
-            cpu = CpuFigures(-1, count, mn, mx, sm, over, decode_runs(json.loads(hist)))
+            cpu = CpuFigures(-1, count, mn, mx, sm, over, Counts.from_runs(json.loads(hist)))
             out.append(Rollup(kind_, key, [life], [(kernel, kver)], start, end, windows, partial, covered, alerts,
                               spikes, temp, thr, [cpu]))
         return out
