@@ -6,7 +6,10 @@ windows, a 1 ms interval, three kernels), then, as a user does it, each as
 its own rtforge process:
 
     monitor fetch (into an empty store)   the first fetch of the history
-    monitor fetch (nothing new)           what a nightly job pays
+    monitor fetch (nothing new)           what a nightly job pays, once the
+                                          board has rotated its folder as
+                                          the monitor does (windows kept 14
+                                          days, hours 13 months)
     trend --json                          the verdict over the whole span
     trend -o trend.png                    the picture
 
@@ -147,6 +150,15 @@ def synthesize(folder: Path, days: int, cpus: int, seed: int = 1) -> int:
     return n_windows
 
 
+def rotate(folder: Path, keep_days: int = 14, keep_months: int = 13) -> None:
+    """What the monitor's rotation leaves on the board (docs/monitoring.md,
+    "Bounded storage"): the last keep_days of windows, 13 months of hours,
+    every day; the store keeps what it fetched before."""
+    for sub, keep in (("windows", keep_days), ("hours", keep_months)):
+        for f in sorted((folder / sub).glob("*.jsonl"))[:-keep]:
+            f.unlink()
+
+
 def run(argv: list[str]) -> tuple[float, float]:
     """Wall seconds and peak RSS (MB) of one rtforge process."""
     t = time.monotonic()
@@ -162,11 +174,12 @@ def run(argv: list[str]) -> tuple[float, float]:
 
 def many_boards(base: Path, days: int, cpus: int, boards: int, alone: dict[str, tuple[float, float]]) -> None:
     """One board's costs again in a store of `boards` boards, and one trend over all."""
-    board, store = base / f"board-{days}d-{cpus}cpu", base / f"store-{days}d"
+    board, store = base / f"board-{days}d-{cpus}cpu-rotated", base / f"store-{days}d"
     first = store / "monitor" / "pi-soak"
     names = ["pi-soak"] + [f"pi-soak-{i:02d}" for i in range(2, boards + 1)]
-    for name in names[1:]:
-        shutil.copytree(first, store / "monitor" / name, dirs_exist_ok=True)
+    for name in names[1:]:   # links, not copies: 20 boards of a year are 12 GB, and nothing here writes them
+        shutil.rmtree(store / "monitor" / name, ignore_errors=True)
+        shutil.copytree(first, store / "monitor" / name, copy_function=os.link)
     rd = ["--results-dir", str(store)]
     beside = {"fetch, nothing new": run(["monitor", "fetch", "--state-dir", str(board), *rd]),
               "trend --json": run(["trend", "pi-soak", "--json", *rd])}
@@ -205,7 +218,11 @@ def main() -> None:
             rd = ["--results-dir", str(store)]
             rows[days] = {}
             rows[days][ops[0]] = run(["monitor", "fetch", "--state-dir", str(board), *rd])
-            rows[days][ops[1]] = run(["monitor", "fetch", "--state-dir", str(board), *rd])
+            rotated = base / f"board-{days}d-{args.cpus}cpu-rotated"
+            shutil.rmtree(rotated, ignore_errors=True)
+            shutil.copytree(board, rotated, copy_function=os.link)
+            rotate(rotated)
+            rows[days][ops[1]] = run(["monitor", "fetch", "--state-dir", str(rotated), *rd])
             rows[days][ops[2]] = run(["trend", "pi-soak", "--json", *rd])
             rows[days][ops[3]] = run(["trend", "pi-soak", "-o", str(base / f"trend-{days}d.png"), *rd])
             print(f"{days} days: " + ", ".join(f"{o} {w:.1f} s {m:,.0f} MB" for o, (w, m) in rows[days].items()),
