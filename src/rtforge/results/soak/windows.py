@@ -9,10 +9,8 @@ and days are the same figures rolled up (``hours/YYYY-MM.jsonl``,
 so an hour cut by a restart has two records, which ``merge_rollups`` adds
 up.  The format is documented in docs/monitoring.md.
 
-Histograms are stored as runs of consecutive bucket indices
-``[[first, count, count, ...], ...]`` (the probe's hist.c buckets: exact
-below 128 ns, then 64 per power of two); ``bucket_lo``/``bucket_hi`` are
-hist.c's functions.
+Histograms are stored as runs of consecutive bucket indices of the
+probe's hist.c buckets (buckets.py, whose names this module re-exports).
 
 Everything here reads files someone may have edited, truncated or replaced
 with a link: no symbolic link is followed below the folder given, nothing
@@ -28,7 +26,7 @@ import json
 import os
 import re
 import stat
-from collections.abc import ItemsView, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
@@ -36,8 +34,18 @@ from typing import Any
 
 from ..hist import Histogram
 from ..schema import Damaged
+from .buckets import (  # noqa: F401  (re-exported: the histogram's names, where windows are read)
+    HIST_BUCKETS,
+    Counts,
+    bucket_hi,
+    bucket_index,
+    bucket_lo,
+    decode_runs,
+    encode_runs,
+    histogram,
+    is_count,
+)
 
-HIST_BUCKETS = 128 + 57 * 64
 MAX_LINE_BYTES = 8 << 20        # a window of 256 CPUs, every bucket used, is ~8 MB
 MAX_FILE_BYTES = 512 << 20      # a day of windows of a 64-CPU board is ~100 MB
 NAME_RE = {
@@ -48,129 +56,8 @@ NAME_RE = {
 P9999 = Fraction(9999, 10000)
 
 
-# ---- hist.c, in Python -------------------------------------------------------
-def bucket_index(v: int) -> int:
-    if v < 128:
-        return v
-    shift = v.bit_length() - 1 - 6
-    return 128 + (shift - 1) * 64 + ((v >> shift) - 64)
-
-
-def bucket_lo(idx: int) -> int:
-    if idx < 128:
-        return idx
-    j = idx - 128
-    return (64 + j % 64) << (j // 64 + 1)
-
-
-def bucket_hi(idx: int) -> int:
-    if idx < 128:
-        return idx
-    return bucket_lo(idx) + (1 << ((idx - 128) // 64 + 1)) - 1
-
-
-def decode_runs(runs: Any) -> dict[int, int]:
-    """[[first, c, c, ...], ...] -> {bucket index: count}; Damaged when not that."""
-    if not isinstance(runs, list):
-        raise Damaged("its histogram is not a list of runs")
-    out: dict[int, int] = {}
-    for run in runs:
-        if (not isinstance(run, list) or len(run) < 2 or not all(_count(x) for x in run)
-                or run[0] + len(run) - 1 > HIST_BUCKETS):
-            raise Damaged("a histogram run is not [first bucket, counts...]")
-        for i, c in enumerate(run[1:]):
-            if c:
-                out[run[0] + i] = out.get(run[0] + i, 0) + c
-    return out
-
-
-def encode_runs(buckets: Mapping[int, int]) -> list[list[int]]:
-    """The probe's encoding: a run goes on over up to 3 empty buckets."""
-    runs: list[list[int]] = []
-    last = -10
-    for idx in sorted(i for i, c in buckets.items() if c):
-        if runs and idx - last <= 4:
-            runs[-1].extend([0] * (idx - last - 1) + [buckets[idx]])
-        else:
-            runs.append([idx, buckets[idx]])
-        last = idx
-    return runs
-
-
-def histogram(buckets: Mapping[int, int]) -> Histogram:
-    return Histogram.from_buckets([[bucket_lo(i), bucket_hi(i), c] for i, c in sorted(buckets.items())]
-                                  if buckets else [])
-
-
-class Counts(Mapping[int, int]):
-    """A histogram's {bucket: count} held as two arrays, read-only: what
-    the store's hours and days are read as.  A year of hours as dicts was
-    260 MB in `trend` (~670 used buckets an hour, ~90 bytes each); as
-    arrays, 10 bytes a bucket."""
-
-    __slots__ = ("idx", "n")
-
-    def __init__(self, idx, n):
-        self.idx, self.n = idx, n     # sorted int16 bucket indices (< HIST_BUCKETS), int64 counts > 0
-
-    @classmethod
-    def from_runs(cls, runs: Any) -> Counts:
-        """decode_runs() into arrays, checked as it checks (but for a true or
-        false among counts, read as 1 or 0), in numpy: a year of hours is 6
-        million counts, and a Python loop over each took seconds."""
-        import numpy as np  # here: commands that read no histogram start without numpy
-        if not isinstance(runs, list) or not all(isinstance(r, list) and len(r) >= 2 for r in runs):
-            raise Damaged("its histogram is not a list of runs")
-        try:   # int64 only when every one is an int that fits (a float, a string, 2**64: another dtype)
-            firsts = np.array([r[0] for r in runs])
-            flat = np.array([c for r in runs for c in r[1:]])
-        except (OverflowError, ValueError):
-            raise Damaged("a histogram run is not [first bucket, counts...]") from None
-        lengths = np.array([len(r) - 1 for r in runs], dtype=np.int64)
-        if runs and (firsts.dtype.kind != "i" or flat.dtype.kind != "i" or firsts.min() < 0 or flat.min() < 0
-                     or (firsts + lengths).max() > HIST_BUCKETS):
-            raise Damaged("a histogram run is not [first bucket, counts...]")
-        # a count's bucket: its run's first bucket plus its place in the run
-        idx = np.repeat(firsts - np.cumsum(lengths) + lengths, lengths) + np.arange(len(flat))
-        keep = flat > 0
-        buckets, at = np.unique(idx[keep], return_inverse=True)
-        n = np.zeros(len(buckets), dtype=np.int64)
-        np.add.at(n, at, flat[keep])            # a bucket in two runs is added up, as decode_runs does
-        return cls(buckets.astype(np.int16), n)
-
-    def __getitem__(self, key: int) -> int:
-        at = int(self.idx.searchsorted(key))
-        if at < len(self.idx) and self.idx[at] == key:
-            return int(self.n[at])
-        raise KeyError(key)
-
-    def __iter__(self) -> Iterator[int]:
-        return iter(self.idx.tolist())
-
-    def __len__(self) -> int:
-        return len(self.idx)
-
-    def items(self) -> ItemsView[int, int]:
-        return _CountsItems(self)
-
-
-class _CountsItems(ItemsView[int, int]):
-    """Iterated from the arrays at once, not a lookup per key."""
-
-    def __init__(self, counts: Counts):
-        super().__init__(counts)
-        self.counts = counts
-
-    def __iter__(self) -> Iterator[tuple[int, int]]:
-        return zip(self.counts.idx.tolist(), self.counts.n.tolist())
-
-
-def _count(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 2**63
-
-
 def _opt_count(v: Any) -> bool:
-    return v is None or _count(v)
+    return v is None or is_count(v)
 
 
 # ---- the model ---------------------------------------------------------------
@@ -212,7 +99,7 @@ def _cpu(d: Any, light: bool = False) -> CpuFigures:
     if not isinstance(d, dict):
         raise Damaged("a CPU entry is not an object")
     for k in ("cpu", "count", "sum_ns", "overruns"):
-        if not _count(d.get(k)):
+        if not is_count(d.get(k)):
             raise Damaged(f"a CPU entry's {k} is not a count")
     if not (_opt_count(d.get("min_ns")) and _opt_count(d.get("max_ns")) and _opt_count(d.get("spikes"))):
         raise Damaged("a CPU entry's min_ns, max_ns or spikes is not a count")
@@ -271,7 +158,7 @@ def parse_window(d: Any, light: bool = False) -> Window:
     if not isinstance(d, dict) or d.get("v") != 1:
         raise Damaged("not a version-1 window")
     for k in ("n", "start_ns", "end_ns", "interval_ns", "window_s"):
-        if not _count(d.get(k)):
+        if not is_count(d.get(k)):
             raise Damaged(f"its {k} is not a count")
     if d["end_ns"] < d["start_ns"] or not isinstance(d.get("life"), str) or not isinstance(d.get("cpus"), list):
         raise Damaged("its times, life or CPUs are not a window's")
@@ -280,7 +167,7 @@ def parse_window(d: Any, light: bool = False) -> Window:
                   _text(d, "kernel"), _text(d, "kver"), d["interval_ns"], d["window_s"],
                   [_cpu(c, light) for c in d["cpus"]],
                   d["tel"] if isinstance(d.get("tel"), dict) else {}, alert if isinstance(alert, dict) else None,
-                  lost if isinstance(lost, int) and _count(lost) else 0)
+                  lost if isinstance(lost, int) and is_count(lost) else 0)
 
 
 @dataclass
@@ -327,10 +214,10 @@ def parse_rollup(d: Any) -> Rollup:
     if not isinstance(d, dict):
         raise Damaged("not an object")
     kind = "hour" if "hour" in d else "day" if "day" in d else None
-    if kind is None or not _count(d[kind]):
+    if kind is None or not is_count(d[kind]):
         raise Damaged("not an hour or a day")
     for k in ("start_ns", "end_ns", "windows", "partial_windows", "covered_ns", "alerts", "spikes"):
-        if not _count(d.get(k)):
+        if not is_count(d.get(k)):
             raise Damaged(f"its {k} is not a count")
     if not isinstance(d.get("cpus"), list):
         raise Damaged("its CPUs are not a list")
@@ -339,7 +226,7 @@ def parse_rollup(d: Any) -> Rollup:
                   d["end_ns"], d["windows"],
                   d["partial_windows"], d["covered_ns"], d["alerts"], d["spikes"],
                   tmax if isinstance(tmax, int) and not isinstance(tmax, bool) else None,
-                  thr if _count(thr) else None, [_cpu(c) for c in d["cpus"]])
+                  thr if is_count(thr) else None, [_cpu(c) for c in d["cpus"]])
 
 
 def merge_rollups(records: Iterable[Rollup]) -> list[Rollup]:
@@ -364,7 +251,7 @@ def roll(windows: Iterable[Window], kind: str) -> list[Rollup]:
         thr = w.tel.get("throttled")
         records.append(Rollup(kind, start_s - start_s % span, [w.life], [(w.kernel, w.kver)], w.start_ns, w.end_ns, 1,
                               int(w.partial), w.end_ns - w.start_ns, int(w.alert is not None),
-                              sum(c.spikes for c in w.cpus), max(max_t, default=None), thr if _count(thr) else None,
+                              sum(c.spikes for c in w.cpus), max(max_t, default=None), thr if is_count(thr) else None,
                               [c.copy() for c in w.cpus]))
     return merge_rollups(records)
 
@@ -500,7 +387,7 @@ def read_rollups(folder: Path, kind: str, reading: Reading | None = None, merged
 def read_events(folder: Path, reading: Reading | None = None) -> list[dict]:
     """The monitor's events, oldest first (events.1.jsonl holds the older ones)."""
     def parse(d):
-        if not isinstance(d, dict) or not isinstance(d.get("event"), str) or not _count(d.get("t_ns")):
+        if not isinstance(d, dict) or not isinstance(d.get("event"), str) or not is_count(d.get("t_ns")):
             raise Damaged("not an event")
         return d
     events = read_records(folder, "", parse, reading, names=["events.1.jsonl", "events.jsonl"])

@@ -34,7 +34,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ...errors import UserError
-from .windows import Counts, CpuFigures, Reading, Rollup, Window, encode_runs, parse_rollup, read_records
+from .buckets import Counts, encode_runs
+from .windows import CpuFigures, Reading, Rollup, Window, parse_rollup, read_records
 
 SCHEMA_VERSION = 1
 APP_ID = 0x72746D64   # "rtmd": a database this module made (the header says so)
