@@ -83,7 +83,7 @@ def test_two_builds_of_one_release_are_two_kernels():
 
 
 def test_the_rule_states_itself():
-    assert Rule().text() == ("a kernel is promoted after 30 days and 8000 windows with no unclean restart and no "
+    assert Rule().text() == ("a kernel is promoted after 30 days and 8,000 windows with no unclean restart and no "
                              "regression against the kernel before it: its p99.99 and its max each at most 10 % "
                              "above that kernel's")
 

@@ -44,7 +44,7 @@ class Rule:
     def text(self) -> str:
         seconds = round(self.min_days * 86400)
         days = f"{seconds // 86400} days" if seconds % 86400 == 0 else format_span(seconds)
-        return (f"a kernel is promoted after {days} and {self.min_windows} windows with no "
+        return (f"a kernel is promoted after {days} and {self.min_windows:,} windows with no "
                 f"unclean restart and no regression against the kernel before it: its p99.99 and its max each "
                 f"at most {self.margin * 100:g} % above that kernel's")
 
@@ -169,12 +169,12 @@ def evaluate(spans: list[KernelSpan], rule: Rule) -> Verdict:
 
 
 def _judge(b: KernelSpan, a: KernelSpan | None, rule: Rule) -> Verdict:
-    head = f"kernel {b.label}: {b.days:.1f} days, {b.windows} windows"
+    head = f"kernel {b.label}: {b.days:.1f} days, {b.windows:,} windows"
     missing = []
     if b.days < rule.min_days:
         missing.append(f"{rule.min_days - b.days:.1f} more days")
     if b.windows < rule.min_windows:
-        missing.append(f"{rule.min_windows - b.windows} more windows")
+        missing.append(f"{rule.min_windows - b.windows:,} more windows")
     if b.unclean:
         missing.append(f"{b.unclean} unclean restart{'s' if b.unclean > 1 else ''}")
     if a is None:
