@@ -55,8 +55,9 @@ def test_a_second_build_of_the_same_directory_waits_and_says_so(src612, tmp_path
                                  "--dist", str(tmp_path / "dist2")],
                                 stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
         try:
-            said = lines_until(proc, "waiting for another build", timeout=120)
-            assert said and f"waiting for another build in {build.parent}" in said[-1], said
+            said = lines_until(proc, "waiting: another rtforge", timeout=120)
+            assert said and said[-1].startswith("waiting: another rtforge is building this tree for pi4-64 "
+                                                f"({build.parent.name})"), said
             time.sleep(2)                       # it goes on waiting: nothing configured meanwhile
             assert proc.poll() is None, (proc.returncode, said)
             assert (build / ".config").stat().st_mtime_ns == before
@@ -66,6 +67,6 @@ def test_a_second_build_of_the_same_directory_waits_and_says_so(src612, tmp_path
     out, rest = proc.communicate(timeout=300)
     after = said + rest.splitlines()
     assert proc.returncode == 0, after
-    waited = next(i for i, line in enumerate(after) if "waiting for another build" in line)
+    waited = next(i for i, line in enumerate(after) if "waiting: another rtforge" in line)
     assert any(line.startswith("configuring") for line in after[waited + 1:]), after
     assert Path(build / ".config").read_text().count("CONFIG_PREEMPT_RT=y") == 1

@@ -124,7 +124,9 @@ def build_kernel(spec: BuildSpec, progress: Progress | None = None) -> BuildResu
     # One build directory per (tree, board): a second rtforge building the same
     # one (another terminal, a CI worker) would re-run Kbuild's host tools while
     # this one executes them ("fixdep: Error 126"), so it waits its turn.
-    with build_dir_locked(build, waiting=lambda: report(f"waiting for another build in {build.parent}", None, None)):
+    # what matters first, for an 80-column progress line: the folder's name ends it
+    waiting = f"waiting: another rtforge is building this tree for {board.name} ({build.parent.name})"
+    with build_dir_locked(build, waiting=lambda: report(waiting, None, None)):
         return _build_in(build, spec, board, match, source, rt, report)
 
 
