@@ -16,6 +16,7 @@ import lzma
 import shutil
 import subprocess
 import tarfile
+import uuid
 from pathlib import Path
 
 import pytest
@@ -200,8 +201,11 @@ def test_directory_index_formats():
 @pytest.mark.slow
 def test_auto_takes_the_exact_sublevel_with_the_highest_rt(src61, site):
     s = site("exact")
-    served = s.add("patch-6.1.192-rt83.patch.xz", "good")
-    s.add("patch-6.1.192-rt83.patch.gz", "good")
+    # The same change with a first line of this test's own: a tree made of "good" by a test before it
+    # (test_explicit_patch_files_and_urls, in a random order) would be reused, and no dry run seen.
+    s.patches = {**s.patches, "own": f"This test's own RT patch, {uuid.uuid4().hex}\n\n" + s.patches["good"]}
+    served = s.add("patch-6.1.192-rt83.patch.xz", "own")
+    s.add("patch-6.1.192-rt83.patch.gz", "own")
     s.add("patches-6.1.192-rt83.tar.xz", "series")
     s.add("patch-6.1.192-rt82.patch.xz", "bad", older=True)
     s.add("patch-6.1.191-rt81.patch.xz", "offset", older=True)
