@@ -54,8 +54,12 @@ def cli_json(capsys, *argv):
 def assert_whole(shown: dict, seconds: float, rd: Path) -> None:
     assert shown["state"] == "complete" and shown["partial"] is False
     assert shown["duration_s"] == pytest.approx(seconds, abs=0.2)
-    # 5000 wake-ups/s per CPU for the whole run: nothing missing
-    assert all(c["count"] > 0.9 * seconds * 5000 for c in shown["cpus"]), [c["count"] for c in shown["cpus"]]
+    # 5000 periods/s per CPU for the whole run, each either sampled or counted
+    # by the probe as missed: a loaded 2-core CI machine misses up to a quarter
+    # of them (CI: 22853 sampled of 30000), but a gap in what was fetched
+    # shows as fewer periods (measured here: 30000 of 30000, 293 missed)
+    periods = [c["count"] + c["overruns"] for c in shown["cpus"]]
+    assert periods == [pytest.approx(seconds * 5000, rel=0.01)] * len(periods)
     assert not (RUNS / shown["run_id"]).exists()
     assert wait_gone(run_sessions(rd / "runs" / shown["run_id"] / "raw" / "runner")) == []
 
