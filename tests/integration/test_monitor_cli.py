@@ -10,7 +10,6 @@ import os
 import re
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -18,7 +17,7 @@ import pytest
 from rtforge.cli import main
 from rtforge.results.soak.windows import read_events, read_windows
 
-from ..support.procs import start_cli
+from ..support.procs import holds, start_cli
 
 pytestmark = pytest.mark.root
 
@@ -87,9 +86,9 @@ def test_ctrl_c_ends_the_run_and_keeps_every_window(tmp_path):
 @pytest.mark.slow
 def test_one_monitor_per_folder_and_no_service_without_systemd(probe, tmp_path, capsys):
     state = tmp_path / "mon"
-    other = subprocess.Popen([str(probe), "--soak", "--state", str(state), "--window-s", "1", "--duration-s", "5"])
+    other = subprocess.Popen([str(probe), "--soak", "--state", str(state), "--window-s", "1", "--duration-s", "8"])
     try:
-        time.sleep(1)
+        holds(state / "lock", other.pid)
         assert main(["monitor", "run", "--window", "1s", "--for", "2s", "--state-dir", str(state)]) == 2
         err = capsys.readouterr().err
         assert err.strip() == (f"rtforge: error: another monitor (pid {other.pid}) is writing {state}: "

@@ -28,6 +28,8 @@ from rtforge.results.soak.windows import (
     roll,
 )
 
+from ..support.procs import holds
+
 pytestmark = pytest.mark.root
 
 S = 1_000_000_000
@@ -167,9 +169,9 @@ def test_a_killed_monitor_is_an_unclean_gap_and_its_hour_is_not_lost(probe, tmp_
 @pytest.mark.slow
 def test_one_monitor_per_folder(probe, tmp_path):
     state = tmp_path / "mon"
-    first = subprocess.Popen([str(probe), "--soak", "--state", str(state), "--window-s", "1", "--duration-s", "4"])
+    first = subprocess.Popen([str(probe), "--soak", "--state", str(state), "--window-s", "1", "--duration-s", "8"])
     try:
-        time.sleep(1)
+        holds(state / "lock", first.pid)
         r = soak(probe, state, seconds=1)
         assert r.returncode == 4
         assert r.stderr.strip() == f"rtprobe: another monitor (pid {first.pid}) is writing {state}"

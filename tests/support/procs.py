@@ -4,6 +4,7 @@
     free_port()          a free TCP port on loopback
     start_cli(env, ...)  rtforge as a separate process in its own session
     run_on_pty(argv, env)  a program on a real terminal: (exit code, what it showed)
+    holds(lock, pid)     wait until a lock file names pid (a monitor holds its folder)
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -58,6 +60,20 @@ def free_ports(n: int) -> list[int]:
     finally:
         for s in socks:
             s.close()
+
+
+def holds(lock: Path, pid: int, timeout: float = 30) -> None:
+    """Wait until `lock` names `pid`: the probe writes its pid there once it
+    holds the folder's flock, so a second one is refused from then on."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if lock.read_text().strip() == str(pid):
+                return
+        except OSError:
+            pass
+        time.sleep(0.05)
+    raise AssertionError(f"{lock} did not name pid {pid} within {timeout} s")
 
 
 def start_cli(env: dict, *argv) -> subprocess.Popen:
