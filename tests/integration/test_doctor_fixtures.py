@@ -216,9 +216,10 @@ def test_the_dwc_otg_thread_is_named_with_its_share(trees):
     f = busy[0]
     assert f.title.startswith("irq/62-dwc_otg_ used") and "of CPU 0 over " in f.title
     # the window is the one measured on /proc/uptime (the simulation advances it
-    # by the real time that passed, to 0.01 s), so 1.99 s is as right as 2 s
+    # by the real time that passed, to 0.01 s), so 1.99 s is as right as 2 s,
+    # and a loaded machine stretches it: the share is what must hold
     window = float(re.search(r"of CPU 0 over ([0-9.]+) s", f.title).group(1))
-    assert 1.9 <= window <= 2.6, f.title
+    assert 1.9 <= window <= 6, f.title
     share = next(t.share_pct for t in r.threads if t.tid == 64)
     assert 27 <= share <= 33, share
     assert f"{share:.0f} %" in f.title

@@ -238,12 +238,16 @@ def test_runner_stops_rtla_with_sigint_and_does_not_restart(tmp_path):
 
     # Like rtla: set its own SIGINT handler (a background job starts with SIGINT ignored, which a
     # shell cannot trap, so the stand-in is Python), print on it.
+    # It says when its handler is in place (a file), so the stop comes after that.
+    ready = tmp_path / "ready"
     code = ("import signal, sys, time; "
             "signal.signal(signal.SIGINT, lambda *a: (print('stopped by INT', flush=True), sys.exit(0))); "
-            "time.sleep(60)")
+            f"open({str(ready)!r}, 'w').close(); time.sleep(60)")
     d = _run_folder(tmp_path, 50, "", [sys.executable, "-c", code])
     p = subprocess.Popen(["sh", str(d / "runner.sh"), "trace", str(d)], stdout=subprocess.PIPE, text=True)
-    time.sleep(1)
+    deadline = time.monotonic() + 30
+    while not ready.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
     (d / "raw" / "runner" / "trace.stop").touch()
     assert p.wait(timeout=10) == 0
     assert (d / "raw" / "trace" / "1.out").read_text() == "stopped by INT\n"
