@@ -68,7 +68,6 @@ def test_eight_boards_one_unreachable_one_cut_mid_run_then_resumed(rack, tmp_pat
     env = {**os.environ, "RTFORGE_RESULTS_DIR": str(tmp_path / "results"), tag.split("=")[0]: tag.split("=")[1]}
     argv = ["latency", str(inv), "--duration", "5s", "--patience", "40s", "--retries", "1", "--json"]
 
-    t0 = time.monotonic()
     p = fleet(env, *argv)
     # pi-05 drops off the network once its run measures
     deadline = time.monotonic() + 90
@@ -78,8 +77,9 @@ def test_eight_boards_one_unreachable_one_cut_mid_run_then_resumed(rack, tmp_pat
     cut_run = rack.board_runs(CUT)[0]
     time.sleep(1)
     rack.cut(CUT)
+    t_cut = time.monotonic()
     out, err = p.communicate(timeout=240)
-    took = time.monotonic() - t0
+    took = time.monotonic() - t_cut
     assert p.returncode == 1, err
     result = json.loads(out)
     boards = {b["host"]: b for b in result["boards"]}
@@ -92,7 +92,7 @@ def test_eight_boards_one_unreachable_one_cut_mid_run_then_resumed(rack, tmp_pat
     assert ok == [f"pi-{i:02d}" for i in (1, 2, 3, 4, 6, 7, 8)], {h: (b["outcome"], b["message"])
                                                                   for h, b in boards.items()}
     assert result["counts"] == {"ok": 7, "unreachable": 1, "lost": 1}
-    assert took < 5 + 40 + 60, took                               # the cut board was given up at its deadline
+    assert took < 40 + 60, took                                   # the cut board was given up at its deadline
 
     store = Store(tmp_path / "results")
     runs = {r.label: r for r in store.all_rows()}

@@ -67,10 +67,10 @@ def assert_whole(shown: dict, seconds: float, rd: Path) -> None:
 @pytest.mark.slow
 def test_a_dropped_connection_loses_nothing(board, sshd, tmp_path):
     env, tag = cli_env(tmp_path)
-    p = start_cli(env, "latency", "board", "--ssh-config", str(sshd.ssh_config), "--duration", "6s",
+    p = start_cli(env, "latency", "board", "--ssh-config", str(sshd.ssh_config), "--duration", "12s",
                   "--load", "cpu,net", "--json", "--poll-s", "0.3")
     running_run()
-    assert wait_for(lambda: tagged(tag, "ping"), timeout=5)  # the host floods the board meanwhile
+    assert wait_for(lambda: tagged(tag, "ping"), timeout=30)  # the host floods the board meanwhile
     masters, cuts, deadline = set(), 0, time.monotonic() + 30
     while cuts < 4 and time.monotonic() < deadline:  # cut it again and again, each time under a poll in flight
         ssh = tagged(tag, "ssh")
@@ -88,7 +88,7 @@ def test_a_dropped_connection_loses_nothing(board, sshd, tmp_path):
     out, err = p.communicate(timeout=60)
     assert p.returncode == 0, err
     assert masters and "connection to board lost" in err and "reconnected to board" in err
-    assert_whole(json.loads(out), 6, tmp_path / "results")
+    assert_whole(json.loads(out), 12, tmp_path / "results")
     assert wait_for(lambda: not tagged(tag), timeout=10)  # no ping, no ssh master left here
 
 
@@ -119,7 +119,7 @@ def test_killing_the_host_command_leaves_the_run_going_and_attach_collects_it(bo
 @pytest.mark.slow
 def test_ctrl_c_lets_go_of_the_run_and_fetch_brings_it_later(board, sshd, tmp_path, capsys):
     env, tag = cli_env(tmp_path)
-    p = start_cli(env, "latency", "board", "--ssh-config", str(sshd.ssh_config), "--duration", "4s",
+    p = start_cli(env, "latency", "board", "--ssh-config", str(sshd.ssh_config), "--duration", "10s",
                   "--load", "zero")
     run_id = running_run()
     os.killpg(p.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
@@ -127,11 +127,11 @@ def test_ctrl_c_lets_go_of_the_run_and_fetch_brings_it_later(board, sshd, tmp_pa
     assert p.returncode == 130
     assert f"the run {run_id} goes on on board: `rtforge attach board {run_id}`" in err
     assert board_state(run_id) == "running"
-    wait_for(lambda: board_state(run_id) == "done", timeout=20)
+    wait_for(lambda: board_state(run_id) == "done", timeout=40)
     shown, _ = cli_json(capsys, "fetch", "board", "--ssh-config", str(sshd.ssh_config),
                         "--results-dir", str(tmp_path / "results"), "--json")
     assert [s["run_id"] for s in shown] == [run_id]
-    assert_whole(shown[0], 4, tmp_path / "results")
+    assert_whole(shown[0], 10, tmp_path / "results")
 
 
 @pytest.mark.parametrize("what", ["runner", "runner+probe", "reboot"])
@@ -181,7 +181,7 @@ def test_a_second_run_is_refused_and_stop_ends_the_first(board, sshd, tmp_path, 
     t0 = time.monotonic()
     assert main(["latency", "board", "--ssh-config", cfg, "--duration", "60s", "--load", "cpu", "--detach",
                  "--results-dir", rd]) == 0
-    assert time.monotonic() - t0 < 20  # returns once the run measures, not when it ends
+    assert time.monotonic() - t0 < 50  # returns once the run measures, not when it ends (60 s)
     out = capsys.readouterr()
     run_id = out.out.strip()
     assert board_state(run_id) == "running" and f"`rtforge attach board {run_id}`" in out.err

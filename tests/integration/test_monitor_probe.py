@@ -150,7 +150,10 @@ def test_a_restart_is_a_gap_and_a_new_kernel_an_event(probe, tmp_path):
 def test_a_killed_monitor_is_an_unclean_gap_and_its_hour_is_not_lost(probe, tmp_path):
     state = tmp_path / "mon"
     p = subprocess.Popen([str(probe), "--soak", "--state", str(state), "--window-s", "1"], stderr=subprocess.PIPE)
-    time.sleep(4.5)
+    deadline = time.monotonic() + 30
+    while len(read_windows(state)) < 2:  # two windows filed, the hour in progress pending
+        assert time.monotonic() < deadline, "the monitor filed no two windows in 30 s"
+        time.sleep(0.1)
     p.send_signal(signal.SIGKILL)  # no stop recorded, the hour in progress only in pending.jsonl
     p.wait()
     killed = read_windows(state)

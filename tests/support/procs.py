@@ -5,10 +5,12 @@
     start_cli(env, ...)  rtforge as a separate process in its own session
     run_on_pty(argv, env)  a program on a real terminal: (exit code, what it showed)
     holds(lock, pid)     wait until a lock file names pid (a monitor holds its folder)
+    probe_measured(out)  wait until a probe has measured whole seconds
 """
 
 from __future__ import annotations
 
+import json
 import socket
 import subprocess
 import sys
@@ -74,6 +76,24 @@ def holds(lock: Path, pid: int, timeout: float = 30) -> None:
             pass
         time.sleep(0.05)
     raise AssertionError(f"{lock} did not name pid {pid} within {timeout} s")
+
+
+def probe_measured(out: Path, seconds: int = 1, checkpoint: bool = False) -> None:
+    """Wait (30 s at most) until the probe has measured `seconds` whole
+    seconds (a series row each) and, with `checkpoint`, written a
+    checkpoint that holds samples: a loaded machine starts it late."""
+    def done() -> bool:
+        try:
+            rows = len((out / "series.jsonl").read_text().splitlines())
+            if rows < seconds:
+                return False
+            return not checkpoint or json.loads((out / "probe.json").read_text())["cpus"][0]["count"] > 0
+        except (OSError, ValueError, KeyError, IndexError):
+            return False
+    deadline = time.monotonic() + 30
+    while not done():
+        assert time.monotonic() < deadline, f"the probe did not measure {seconds} s within 30 s"
+        time.sleep(0.05)
 
 
 def start_cli(env: dict, *argv) -> subprocess.Popen:
