@@ -87,6 +87,41 @@ def test_sigint_ends_run_cleanly_with_data(probe, tmp_path):
         assert c["count"] + c["overruns"] == pytest.approx(ms, abs=5)  # each 1 ms period sampled or missed
 
 
+# A simulation of a slow disk, small and named as such: the first fsync
+# takes 600 ms (a busy ext4, an SD card), the rest are the real call.
+SLOW_FIRST_FSYNC = r"""
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <time.h>
+int fsync(int fd)
+{
+    static int calls;
+    int (*real)(int) = (int (*)(int))dlsym(RTLD_NEXT, "fsync");
+    if (__atomic_fetch_add(&calls, 1, __ATOMIC_RELAXED) == 0) {
+        struct timespec ts = { 0, 600 * 1000 * 1000 };
+        nanosleep(&ts, 0);
+    }
+    return real(fd);
+}
+"""
+
+
+def test_a_slow_first_write_is_not_part_of_the_run(probe, tmp_path):
+    """probe.json is written (and fsynced) before the threads start: an
+    8 s run once lasted 8.4 s on a loaded CI machine.  The run is what the
+    threads measured, from their first period to their last."""
+    (tmp_path / "slow.c").write_text(SLOW_FIRST_FSYNC)
+    lib = tmp_path / "slow.so"
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(lib), str(tmp_path / "slow.c"), "-ldl"], check=True)
+    out = tmp_path / "run"
+    r = run_probe(probe, "--out", out, "--interval-us", 1000, "--duration-s", 2,
+                  env={**os.environ, "LD_PRELOAD": str(lib)})
+    assert r.returncode == 0, r.stderr
+    doc = read_probe_json(out)
+    assert doc["elapsed_ns"] / 1e9 == pytest.approx(2, abs=0.1)
+    assert [c["count"] + c["overruns"] for c in doc["cpus"]] == [2000] * len(doc["cpus"])
+
+
 @pytest.mark.slow
 def test_sigkill_leaves_last_checkpoint(probe, tmp_path):
     out = tmp_path / "run"
