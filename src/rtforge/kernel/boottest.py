@@ -137,6 +137,16 @@ def _field(text: str, name: str) -> str | None:
     return m[1] if m else None
 
 
+def module_results(text: str) -> dict[str, str]:
+    """/init's `RTFORGE-INSMOD <file> <errno> <strerror>` lines: file ->
+    "loaded" or the error.  The error is named from the number, not read
+    from the line: an RT kernel prints from a thread of its own, so the
+    kernel's reason ("version magic ... should be ...") can land inside
+    that line on the console, before its newline."""
+    return {m[1]: "loaded" if m[2] == "0" else os.strerror(int(m[2]))
+            for m in re.finditer(r"^RTFORGE-INSMOD (\S+) (\d+)\b", text, re.M)}
+
+
 def log_dir_for(bundle: Bundle) -> Path:
     """Console logs go next to the bundle (dist/<release>-<board>/boot-tests/),
     or into the cache when that is not writable (a bundle from a tarball)."""
@@ -252,8 +262,7 @@ def _boot_one(bundle: Bundle, store: Store, q: dict, kernel: Path, initrd: Path,
         return BootTest(passed=False, sentence=f"{reached}{why.sentence()}", diagnosis=why, **common)
     page = _field(text, "PAGESIZE")
     page_size = int(page) if page and page.isdigit() else None
-    loaded = {m[1]: ("loaded" if m[2] == "0" else m[3]) for m in re.finditer(r"^RTFORGE-INSMOD (\S+) (\d+) (.*?)\r?$",
-                                                                            text, re.M)}
+    loaded = module_results(text)
     listed = {line.split()[0] for line in _sections(text).get("proc-modules", "").splitlines() if line.split()}
     common.update(page_size=page_size, modules=loaded)
     problems = kernel_problems(marker, uname_v, None if realtime == "absent" else str(realtime),

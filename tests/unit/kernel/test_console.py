@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from rtforge.kernel.boottest import module_results
 from rtforge.kernel.console import diagnose, explain_stop
 
 ARM32 = """\
@@ -84,3 +85,18 @@ def test_real_raspi0_console_with_armv7_init():
     d = diagnose((GOLDEN / "raspi0-pi1-7.3-armv7-init.log").read_text())
     assert d.kind == "panic" and "exitcode=0x00000004" in d.line
     assert "/init died of SIGILL" in d.sentence()
+
+
+# What a boot test's console showed on 2026-11-28: an RT kernel printed the
+# refusal's reason from its printk thread inside /init's line.
+INTERLEAVED = (
+    "RTFORGE-INSMOD rtforge_hello.ko 8 Exec format errorrtforge_hello: version magic "
+    "'6.12.117-rt-rtforge SMP preempt    mod_unload modversions aarch64' should be "
+    "'6.12.117-rt-rtforge SMP preempt_rt mod_unload modversions aarch64'\r\n"
+    "RTFORGE-INSMOD other.ko 0 loaded\r\n"
+)
+
+
+def test_a_module_error_is_named_from_its_number_whatever_the_kernel_printed_inside():
+    assert module_results(INTERLEAVED) == {"rtforge_hello.ko": "Exec format error", "other.ko": "loaded"}
+    assert module_results("RTFORGE-INSMOD a.ko 2 No such file or directory\n") == {"a.ko": "No such file or directory"}
