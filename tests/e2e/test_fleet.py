@@ -134,7 +134,7 @@ def test_eight_boards_one_unreachable_one_cut_mid_run_then_resumed(rack, tmp_pat
     assert new == {cut_run}                                       # collected, not measured again
     collected = store.load(cut_run)
     assert collected.label == CUT and collected.state == "complete"
-    assert collected.duration_s == pytest.approx(5, abs=0.3)
+    assert 5 <= collected.duration_s < 5 + 1
     assert rack.board_runs(CUT) == []
     assert again["pi-09"]["outcome"] == "unreachable"
     assert all(again[h]["run_id"] == boards[h]["run_id"] for h in ok)

@@ -53,7 +53,9 @@ def cli_json(capsys, *argv):
 
 def assert_whole(shown: dict, seconds: float, rd: Path) -> None:
     assert shown["state"] == "complete" and shown["partial"] is False
-    assert shown["duration_s"] == pytest.approx(seconds, abs=0.2)
+    # the probe's run ends at its last wake-up, which a loaded machine makes
+    # late (CI: 12.21 s for 12 s): the periods below pin what was measured
+    assert seconds <= shown["duration_s"] < seconds + 1
     # 5000 periods/s per CPU for the whole run, each either sampled or counted
     # by the probe as missed: a loaded 2-core CI machine misses up to a quarter
     # of them (CI: 22853 sampled of 30000), but a gap in what was fetched
@@ -261,5 +263,5 @@ def test_a_connection_lost_while_the_run_starts_is_asked_again(board, store):
     link = _CutDuringStart(board)
     result = run_latency(LatencySpec(duration_s=3, loads=["cpu"], settle_s=2), store, board, poll_s=0.3)
     assert link.cut == 1, "the start command was not cut while the run settled: nothing was tested"
-    assert result.state == "complete" and result.duration_s == pytest.approx(3, abs=0.3)
+    assert result.state == "complete" and 3 <= result.duration_s < 3 + 1
     assert not any(RUNS.iterdir()), "the run was left on the board"

@@ -101,7 +101,7 @@ def test_probe_run_is_stored_and_shown(tmp_path, capsys):
     ]
     for c in shown["cpus"]:
         assert c["min_ns"] <= c["p99_ns"] <= c["p999_ns"] <= c["p9999_ns"] <= c["max_ns"]
-    assert shown["config"]["loads"] == ["cpu"] and shown["duration_s"] == pytest.approx(3, abs=0.4)
+    assert shown["config"]["loads"] == ["cpu"] and 3 <= shown["duration_s"] < 3 + 1
     assert (
         shown["reproducer"]
         == "rtforge latency --duration 3s --interval-us 200 --priority 90 --load cpu --label 'stock kernel'"
@@ -212,7 +212,7 @@ def test_a_killed_rtforge_leaves_the_run_going_to_its_end_and_listed(tmp_path, c
     rows = cli_json(capsys, "runs", "--results-dir", str(tmp_path / "results"), "--json")
     assert len(rows) == 1 and rows[0]["state"] == "complete" and rows[0]["partial"] is False
     shown = cli_json(capsys, "show", "last", "--results-dir", str(tmp_path / "results"), "--json")
-    assert shown["duration_s"] == pytest.approx(8, abs=0.2)
+    assert 8 <= shown["duration_s"] < 8 + 1
     # 8 s of 5000 periods/s per CPU, each sampled or counted by the probe as missed
     assert [c["count"] + c["overruns"] for c in shown["cpus"]] == [pytest.approx(40_000, rel=0.01)] * len(shown["cpus"])
 

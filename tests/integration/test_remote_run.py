@@ -55,7 +55,7 @@ def test_a_whole_run_with_loads_lands_in_the_store(board, sshd, tmp_path, capsys
     )
     assert shown["config"]["board"]["net_from_host"] is True
     assert shown["config"]["settle_s"] == 3 and shown["config"]["phase"] == "together"
-    assert shown["duration_s"] == pytest.approx(3, abs=0.2)
+    assert 3 <= shown["duration_s"] < 3 + 1
     # 3 s of 5000 periods/s per CPU, each sampled or counted by the probe as missed
     assert [c["count"] + c["overruns"] for c in shown["cpus"]] == [pytest.approx(15_000, rel=0.01)] * len(shown["cpus"])
     assert shown["reproducer"].startswith("rtforge latency board --duration 3s")

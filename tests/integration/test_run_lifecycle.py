@@ -196,7 +196,7 @@ def test_the_settle_time_is_recorded_and_the_loads_ran_through_it(store):
     t0 = time.monotonic()
     r = run_latency(LatencySpec(duration_s=2, loads=["zero"], settle_s=2), store)
     assert r.config["settle_s"] == 2 and time.monotonic() - t0 >= 4
-    assert r.duration_s == pytest.approx(2, abs=0.4)  # the settle time (2 s) is not measured
+    assert 2 <= r.duration_s < 2 + 1  # the settle time (2 s) is not measured
     started = float((store.run_dir(r.run_id) / "raw" / "runner" / "started").read_text())
     stopped = (store.run_dir(r.run_id) / "raw" / "runner" / "loads.stopped").read_text().split()
     uptime_at_load_start = int(stopped[1]) / os.sysconf("SC_CLK_TCK")
