@@ -210,7 +210,8 @@ static void close_window(struct soak *k, int64_t w, int64_t end_mono)
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
 
-    store_roll(k, start_s - start_s % 3600, start_s - start_s % 86400);
+    struct journal j = { .n = 0 };
+    store_roll(k, start_s - start_s % 3600, start_s - start_s % 86400, &j);
     fprintf(f, "{\"v\":1,\"life\":%s,\"n\":%lld,\"start_ns\":%lld,\"end_ns\":%lld,\"partial\":%s,\"host\":",
             json_quote(k->life, q, sizeof q), (long long)k->closed, (long long)start, (long long)end,
             partial ? "true" : "false");
@@ -263,16 +264,18 @@ static void close_window(struct soak *k, int64_t w, int64_t end_mono)
     char name[48];
     utc_name(start, "windows/%Y-%m-%d.jsonl", name, sizeof name);
     snprintf(k->cur_window_file, sizeof k->cur_window_file, "%s", name);
-    if (store_append(k, name, buf, len))
-        fprintf(stderr, "rtprobe: warning: cannot append to %s/%s: %s\n", r->cfg.state_dir, name, strerror(errno));
     if (r->cfg.echo) {
         fwrite(buf, 1, len, stdout);
         fflush(stdout);
     }
-    free(buf);
+    journal_add(&j, name, buf, len);
 
     agg_add(&k->hour, start_s - start_s % 3600, start, end, partial, alert, spikes, a, k->nzones);
     agg_add(&k->day, start_s - start_s % 86400, start, end, partial, alert, spikes, a, k->nzones);
+    /* the hour with this window, and the lines to append, on the card
+     * before any of them is appended (soakjournal.c) */
+    store_write_pending(k, &j);
+    journal_commit(k, &j);
     if (a->samples) { /* a window too short to read the sensors (the last, cut at a stop) keeps the gauges */
         k->last_tel.nzones = k->nzones;
         for (int z = 0; z < k->nzones; z++)
@@ -285,7 +288,6 @@ static void close_window(struct soak *k, int64_t w, int64_t end_mono)
     k->windows_total++;
     k->alerts_total += (uint64_t)alert;
     k->last_end_ns = end;
-    store_write_pending(k);
     store_state(k, 1);
     prom_write(k);
     store_enforce(k);
@@ -400,7 +402,7 @@ void soak_finish(struct run *r, pthread_t t)
     __atomic_store_n(&r->writer_stop, 1, __ATOMIC_RELEASE);
     pthread_join(t, NULL);
     /* this life's hour and day, filed now (a restart adds its own records) */
-    store_write_pending(k);
+    store_write_pending(k, NULL);
     store_flush_pending(k);
     store_event(k, "stop\",\"reason\":\"%s\",\"windows\":%lld", r->end_reason ? r->end_reason : "?",
                 (long long)k->closed);

@@ -92,18 +92,33 @@ struct soak {
 /* soakstore.c */
 int store_path(const struct soak *k, char *buf, size_t size, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
-int store_append(const struct soak *k, const char *rel, const char *line, size_t len);
 void store_event(struct soak *k, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void store_state(struct soak *k, int running);
 const char *store_open(struct soak *k, int *status);
-void store_flush_pending(struct soak *k);
 void store_enforce(struct soak *k); /* soakrotate.c */
-void store_roll(struct soak *k, int64_t hour_key, int64_t day_key);
 void agg_reset(struct agg *a, int ncpus);
 void agg_line(const struct soak *k, const struct agg *a, const char *kind, FILE *f);
-void store_write_pending(struct soak *k);
 void put_hist(FILE *f, const uint64_t *h);
 void utc_name(int64_t real_ns, const char *fmt, char *buf, size_t size);
+
+/* soakjournal.c: the lines a window appends, written to pending.jsonl first */
+#define JOURNAL_MAX 8
+struct jentry {
+    char file[48]; /* windows/..., hours/..., days/... */
+    char *line;    /* with its newline */
+    size_t len;
+};
+struct journal {
+    struct jentry e[JOURNAL_MAX];
+    int n;
+};
+int store_append(const struct soak *k, const char *rel, const char *line, size_t len);
+void journal_add(struct journal *j, const char *file, char *line, size_t len);
+void journal_free(struct journal *j);
+void store_roll(struct soak *k, int64_t hour_key, int64_t day_key, struct journal *j);
+void store_write_pending(struct soak *k, const struct journal *j);
+void journal_commit(struct soak *k, struct journal *j);
+void store_flush_pending(struct soak *k);
 
 /* soakalert.c */
 void put_alert(struct soak *k, FILE *f, struct wacc *a, int64_t start_real, int64_t off, uint64_t max_ns);

@@ -3,7 +3,8 @@
  *
  *   windows/YYYY-MM-DD.jsonl  one line per closed window (UTC day of its start)
  *   hours/YYYY-MM.jsonl       the windows rolled into hours, days/YYYY.jsonl into days
- *   pending.jsonl             the hour and the day in progress (2 lines, replaced atomically)
+ *   pending.jsonl             the hour and the day in progress, and what a window is about
+ *                             to append (replaced atomically: soakjournal.c)
  *   events.jsonl              start, stop, gap, kernel, alert, timerlat, rotated, over_cap
  *   evidence/<UTC start>/     an alert window's worst spikes (and rtla's analysis)
  *   state                     "key value" lines: this life, for the next start and `status`
@@ -39,27 +40,6 @@ int store_path(const struct soak *k, char *buf, size_t size, const char *fmt, ..
         return -1;
     n = snprintf(buf, size, "%s/%s", k->r->cfg.state_dir, rel);
     return n < 0 || (size_t)n >= size ? -1 : 0;
-}
-
-int store_append(const struct soak *k, const char *rel, const char *line, size_t len)
-{
-    char path[4200];
-    if (store_path(k, path, sizeof path, "%s", rel))
-        return -1;
-    int fd = file_open(path, O_WRONLY | O_APPEND | O_CREAT);
-    if (fd < 0)
-        return -1;
-    size_t off = 0;
-    while (off < len) {
-        ssize_t n = write(fd, line + off, len - off);
-        if (n <= 0)
-            break;
-        off += (size_t)n;
-    }
-    /* a window is a record of months: on the card before the next one */
-    int rc = off == len && !fsync(fd) ? 0 : -1;
-    close(fd);
-    return rc;
 }
 
 void utc_name(int64_t real_ns, const char *fmt, char *buf, size_t size)
@@ -240,78 +220,6 @@ void agg_line(const struct soak *k, const struct agg *a, const char *kind, FILE 
         fputc('}', f);
     }
     fputs("]}\n", f);
-}
-
-static void append_agg(const struct soak *k, const struct agg *a, const char *kind)
-{
-    char *buf = NULL, name[32];
-    size_t len = 0;
-    FILE *f = open_memstream(&buf, &len);
-    agg_line(k, a, kind, f);
-    fclose(f);
-    utc_name(a->key * NSEC_PER_SEC, *kind == 'h' ? "hours/%Y-%m.jsonl" : "days/%Y.jsonl", name, sizeof name);
-    store_append(k, name, buf, len);
-    free(buf);
-}
-
-/* The hour and day in progress: replaced at every window, so a crash loses
- * at most the window being measured; the next start files them. */
-void store_write_pending(struct soak *k)
-{
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&buf, &len);
-    if (k->hour.key >= 0)
-        agg_line(k, &k->hour, "hour", f);
-    if (k->day.key >= 0)
-        agg_line(k, &k->day, "day", f);
-    fclose(f);
-    write_atomic(k->r->cfg.state_dir, "pending.jsonl", buf, len);
-    free(buf);
-}
-
-/* File what a life left in pending.jsonl (and this life's own, at its end):
- * the readers merge the records of one hour or day from several lives. */
-void store_flush_pending(struct soak *k)
-{
-    char path[4200], *line = NULL;
-    size_t cap = 0;
-    if (store_path(k, path, sizeof path, "pending.jsonl"))
-        return;
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-    FILE *f = fd >= 0 ? fdopen(fd, "r") : NULL;
-    if (!f) {
-        if (fd >= 0)
-            close(fd);
-        return;
-    }
-    ssize_t n;
-    while ((n = getline(&line, &cap, f)) > 0) {
-        long long key;
-        char name[32];
-        int hour = sscanf(line, "{\"hour\":%lld,", &key) == 1;
-        if (!hour && sscanf(line, "{\"day\":%lld,", &key) != 1)
-            continue;
-        if (line[n - 1] != '\n')
-            continue; /* cut off: not a record */
-        utc_name(key * NSEC_PER_SEC, hour ? "hours/%Y-%m.jsonl" : "days/%Y.jsonl", name, sizeof name);
-        store_append(k, name, line, (size_t)n);
-    }
-    free(line);
-    fclose(f);
-    unlink(path);
-}
-
-void store_roll(struct soak *k, int64_t hour_key, int64_t day_key)
-{
-    if (k->hour.key >= 0 && k->hour.key != hour_key) {
-        append_agg(k, &k->hour, "hour");
-        agg_reset(&k->hour, k->ncpus);
-    }
-    if (k->day.key >= 0 && k->day.key != day_key) {
-        append_agg(k, &k->day, "day");
-        agg_reset(&k->day, k->ncpus);
-    }
 }
 
 /* ---- opening the folder ---------------------------------------------------- */

@@ -34,8 +34,7 @@ from ..results.soak.windows import (
     Rollup,
     Window,
     merged_histogram,
-    parse_rollup,
-    read_records,
+    pending_rollups,
     read_windows,
 )
 from ..results.soak.windowsdb import MonitorDB
@@ -79,10 +78,8 @@ def load_trend(folder: Path, host: str, rule: Rule, since_ns: int | None = None,
         events = [e for e in db.events() if _within(e, since_ns, until_ns)]
         reading.damaged += db.damaged
     # the hour in progress (the board's pending.jsonl, as fetched): not filed yet, so not indexed
-    filed = {(r.key, r.lives[0]) for r in hours}
-    hours += [r for r in read_records(folder, "", parse_rollup, reading, names=["pending.jsonl"])
-              if r.kind == "hour" and (r.key, r.lives[0]) not in filed
-              and _within({"t_ns": r.start_ns}, since_ns, until_ns)]
+    hours += [r for r in pending_rollups(folder, hours, reading)
+              if r.kind == "hour" and _within({"t_ns": r.start_ns}, since_ns, until_ns)]
     if not hours and windows:  # no hours fetched yet (a short run): the windows' own histograms
         windows = [w for w in read_windows(folder, reading) if _within({"t_ns": w.start_ns}, since_ns, until_ns)]
     spans = kernel_spans(windows, hours or None, events)

@@ -162,6 +162,34 @@ def test_pending_hours_count_once(tmp_path):
     assert hour.windows == 2 and hour.lives == ["a-1", "b-2"]
 
 
+def test_what_pending_was_filing_counts_once(tmp_path):
+    """pending.jsonl is also the journal of the lines its last window was
+    appending (probe/soakjournal.c): those not filed yet count, once."""
+    folder = tmp_path / "mon"
+    base = 1_800_000_000 - 1_800_000_000 % 3600
+    hour = {"hour": base - 3600, "life": "a-1", "host": "pi", "kernel": "k", "kver": "v",
+            "start_ns": (base - 3600) * S, "end_ns": base * S, "windows": 1, "partial_windows": 0,
+            "covered_ns": 300 * S, "alerts": 0, "spikes": 0, "temp_max_mc": None, "throttled": None,
+            "cpus": [window(0, base - 300, [5000])["cpus"][0]]}
+    now = {**hour, "hour": base, "start_ns": base * S, "end_ns": (base + 300) * S,
+           "cpus": [window(1, base, [7000])["cpus"][0]]}
+    w1 = {**window(1, base, [7000]), "life": "a-1"}
+    (folder / "windows").mkdir(parents=True)
+    (folder / "windows" / "2027-01-15.jsonl").write_text(json.dumps({**window(0, base - 300, [5000]),
+                                                                      "life": "a-1"}) + "\n")
+    journal = [{"file": "hours/2027-01.jsonl", "line": hour}, {"file": "windows/2027-01-15.jsonl", "line": w1},
+               {"file": "../state", "line": hour}, now]
+    (folder / "pending.jsonl").write_text("".join(json.dumps(d) + "\n" for d in journal))
+    reading = Reading()
+    assert [(h.key, h.windows) for h in read_rollups(folder, "hour", reading)] == [(base - 3600, 1), (base, 1)]
+    assert [w.n for w in read_windows(folder, reading)] == [0, 1]
+    assert len(reading.damaged) == 2 and all("not a file of the monitor's" in why for _, why in reading.damaged)
+    # once filed, the journal's hour is not counted again
+    (folder / "hours").mkdir()
+    (folder / "hours" / "2027-01.jsonl").write_text(json.dumps(hour) + "\n")
+    assert [(h.key, h.windows) for h in read_rollups(folder, "hour")] == [(base - 3600, 1), (base, 1)]
+
+
 def test_the_store_folder_adds_each_record_once(tmp_path):
     folder = MonitorFolder(tmp_path / "results", "pi")
     lines = b"".join(json.dumps(window(i, 1_800_000_000 + 300 * i, [5000])).encode() + b"\n" for i in range(3))

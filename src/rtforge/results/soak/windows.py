@@ -365,22 +365,46 @@ def read_records(folder: Path, sub: str, parse, reading: Reading | None = None,
     return out
 
 
+def _pending_line(d: Any, light: bool = False) -> Window | Rollup:
+    """A line of pending.jsonl: an hour or day in progress, or a line its
+    last window was appending ({"file": ..., "line": ...}: probe/soakjournal.c)."""
+    if isinstance(d, dict) and "file" in d:
+        sub, _, name = d["file"].partition("/") if isinstance(d["file"], str) else ("", "", "")
+        if sub not in NAME_RE or not NAME_RE[sub].fullmatch(name):
+            raise Damaged("not a file of the monitor's")
+        return parse_window(d.get("line"), light) if sub == "windows" else parse_rollup(d.get("line"))
+    return parse_rollup(d)
+
+
+def read_pending(folder: Path, reading: Reading | None = None, light: bool = False) -> list[Window | Rollup]:
+    """What pending.jsonl holds: not filed yet, or being filed when the
+    monitor stopped (the next start files it, each line once)."""
+    return read_records(folder, "", lambda d: _pending_line(d, light), reading, names=["pending.jsonl"])
+
+
 def read_windows(folder: Path, reading: Reading | None = None, days: Iterable[str] | None = None,
                  light: bool = False) -> list[Window]:
     """Every window of a monitor folder (or of the day files named), each once, in time order."""
-    return dedupe(read_records(folder, "windows", lambda d: parse_window(d, light), reading,
-                               None if days is None else [f"{d}.jsonl" for d in days]))
+    filed = read_records(folder, "windows", lambda d: parse_window(d, light), reading,
+                         None if days is None else [f"{d}.jsonl" for d in days])
+    if days is None:  # a window whose line the monitor was appending when it stopped
+        filed += [w for w in read_pending(folder, reading, light) if isinstance(w, Window)]
+    return dedupe(filed)
+
+
+def pending_rollups(folder: Path, filed: Iterable[Rollup], reading: Reading | None = None) -> list[Rollup]:
+    """The hours and days in progress (and closed, being filed) that `filed` lacks."""
+    have = {(r.kind, r.key, r.lives[0]) for r in filed}
+    # one filed since (a copy fetched before the stop, or the journal's own line) counts once
+    return [r for r in read_pending(folder, reading)
+            if isinstance(r, Rollup) and (r.kind, r.key, r.lives[0]) not in have]
 
 
 def read_rollups(folder: Path, kind: str, reading: Reading | None = None, merged: bool = True) -> list[Rollup]:
-    """The hours (days) a monitor filed, with the one in progress
-    (pending.jsonl): merged, one per hour (day), or as filed, one per life."""
+    """The hours (days) a monitor filed, with those in pending.jsonl: merged,
+    one per hour (day), or as filed, one per life."""
     records = read_records(folder, {"hour": "hours", "day": "days"}[kind], parse_rollup, reading)
-    filed = {(r.kind, r.key, r.lives[0]) for r in records}
-    # an hour in progress that was filed since (a copy fetched before the stop) counts once
-    pending = [r for r in read_records(folder, "", parse_rollup, reading, names=["pending.jsonl"])
-               if (r.kind, r.key, r.lives[0]) not in filed]
-    mine = [r for r in records + pending if r.kind == kind]
+    mine = [r for r in records + pending_rollups(folder, records, reading) if r.kind == kind]
     return merge_rollups(mine) if merged else mine
 
 
