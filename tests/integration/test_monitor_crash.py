@@ -26,12 +26,15 @@ from rtforge.results.soak.windows import Reading, parse_rollup, parse_window, re
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 
 SIM_CUT = r"""
-/* Simulation of a power cut (tests/integration/test_monitor_crash.py).
+/* Simulation of a power cut, and of a full card (test_monitor_crash.py).
  * SIM_CUT="call:text,call:text,...": each open/rename/unlink whose path
  * contains the next step's text moves on; at the last step the process is
- * killed before the call.  SIM_CLOCK_NS is added to CLOCK_REALTIME. */
+ * killed before the call.  SIM_FAIL, the same steps: the last step's call,
+ * and every later one like it, fails with ENOSPC.  SIM_CLOCK_NS is added
+ * to CLOCK_REALTIME. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -41,7 +44,6 @@ SIM_CUT = r"""
 #include <unistd.h>
 
 static long long shift;
-static int step;
 
 __attribute__((constructor)) static void init(void)
 {
@@ -49,27 +51,43 @@ __attribute__((constructor)) static void init(void)
     shift = s ? atoll(s) : 0;
 }
 
-static void cut(const char *call, const char *path)
+/* 1 when this call is the spec's last step, or one like it after it */
+static int reached(const char *spec, int *step, const char *call, const char *path)
 {
-    const char *spec = getenv("SIM_CUT");
     int i = 0, steps = 1;
     if (!spec || !*spec)
-        return;
+        return 0;
     for (const char *p = spec; *p; p++)
         steps += *p == ',';
     for (const char *item = spec; item; item = strchr(item, ','), item = item ? item + 1 : 0, i++) {
-        if (i != step)
+        if (i != (*step < steps ? *step : steps - 1))
             continue;
         size_t n = strcspn(item, ","), c = strcspn(item, ":");
         char text[256];
         if (c >= n || n - c - 1 >= sizeof text || strncmp(item, call, c) || call[c])
-            return;
+            return 0;
         memcpy(text, item + c + 1, n - c - 1);
         text[n - c - 1] = 0;
-        if (strstr(path, text) && ++step == steps)
-            kill(getpid(), SIGKILL);
-        return;
+        if (!strstr(path, text))
+            return 0;
+        if (*step < steps)
+            ++*step;
+        return *step == steps;
     }
+    return 0;
+}
+
+/* 0, or -1 if the call is to fail */
+static int cut(const char *call, const char *path)
+{
+    static int cut_step, fail_step;
+    if (reached(getenv("SIM_CUT"), &cut_step, call, path))
+        kill(getpid(), SIGKILL);
+    if (reached(getenv("SIM_FAIL"), &fail_step, call, path)) {
+        errno = ENOSPC;
+        return -1;
+    }
+    return 0;
 }
 
 int clock_gettime(clockid_t id, struct timespec *ts)
@@ -89,7 +107,8 @@ int clock_gettime(clockid_t id, struct timespec *ts)
 static int open_as(const char *name, const char *path, int flags, va_list ap)
 {
     int (*real)(const char *, int, ...) = (int (*)(const char *, int, ...))dlsym(RTLD_NEXT, name);
-    cut("open", path);
+    if (cut("open", path))
+        return -1;
     return flags & (O_CREAT | O_TMPFILE) ? real(path, flags, va_arg(ap, int)) : real(path, flags);
 }
 
@@ -114,20 +133,20 @@ int open64(const char *path, int flags, ...)
 int rename(const char *from, const char *to)
 {
     int (*real)(const char *, const char *) = (int (*)(const char *, const char *))dlsym(RTLD_NEXT, "rename");
-    cut("rename", to);
-    return real(from, to);
+    return cut("rename", to) ? -1 : real(from, to);
 }
 
 int unlink(const char *path)
 {
     int (*real)(const char *) = (int (*)(const char *))dlsym(RTLD_NEXT, "unlink");
-    cut("unlink", path);
-    return real(path);
+    return cut("unlink", path) ? -1 : real(path);
 }
 """
 
-# The last seconds of a year: the third window closes its hour, day, month and year.
+# The last seconds of a year: the third window closes its hour, day, month
+# and year; of an hour: only the hour (its record and the next in one file).
 YEAR_END = datetime(2026, 12, 31, 23, 59, 58, tzinfo=UTC)
+HOUR_END = datetime(2026, 12, 31, 22, 59, 58, tzinfo=UTC)
 
 
 @pytest.fixture(scope="module")
@@ -138,10 +157,47 @@ def shim(tmp_path_factory) -> Path:
     return d / "cut.so"
 
 
-def life(probe: Path, shim: Path, state: Path, clock_ns: int, cut: str = "", seconds: int = 2):
-    env = {**os.environ, "LD_PRELOAD": str(shim), "SIM_CLOCK_NS": str(clock_ns), "SIM_CUT": cut}
-    return subprocess.run([str(probe), "--soak", "--state", str(state), "--window-s", "1",
-                           "--duration-s", str(seconds)], env=env, capture_output=True, text=True, timeout=60)
+def life(probe: Path, shim: Path, state: Path, clock_ns: int, cut: str = "", seconds: int = 2, fail: str = "",
+         popen: bool = False):
+    env = {**os.environ, "LD_PRELOAD": str(shim), "SIM_CLOCK_NS": str(clock_ns), "SIM_CUT": cut, "SIM_FAIL": fail}
+    argv = [str(probe), "--soak", "--state", str(state), "--window-s", "1", "--duration-s", str(seconds)]
+    if popen:
+        return subprocess.Popen(argv, env=env, stderr=subprocess.PIPE, text=True)
+    return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)
+
+
+def clock_at(t: datetime) -> int:
+    return int(t.timestamp() * 1e9) - time.time_ns()
+
+
+def check_filed(state: Path, damaged: int = 0, whole: bool = True) -> list:
+    """Every window of the folder filed once; every hour and day once per
+    life, holding exactly that life's windows (at most, if not `whole`).
+    The hours, for the caller."""
+    assert not (state / "pending.jsonl").exists()
+    reading = Reading()
+    windows = read_records(state, "windows", parse_window, reading)
+    hours = read_records(state, "hours", parse_rollup, reading)
+    days = read_records(state, "days", parse_rollup, reading)
+    assert len(reading.damaged) == damaged, reading.damaged
+    by_life = defaultdict(list)
+    for w in windows:
+        by_life[w.life].append(w)
+    assert len(by_life) == 2  # the lives killed while filing measured nothing
+    for lf, ws in by_life.items():  # each window once, none missing
+        assert sorted(w.n for w in ws) == list(range(len(ws))), lf
+    for kind, records in (("hour", hours), ("day", days)):
+        keys = [(r.key, r.lives[0]) for r in records]
+        assert len(keys) == len(set(keys)), f"a {kind} filed twice: {keys}"
+        for lf, ws in by_life.items():
+            mine = [r for r in records if r.lives == [lf]]
+            if not whole:
+                assert sum(r.windows for r in mine) <= len(ws), (kind, lf)
+                continue
+            assert sum(r.windows for r in mine) == len(ws), (kind, lf)
+            for i, cpu in enumerate(ws[0].cpus):
+                assert sum(r.cpus[i].count for r in mine) == sum(w.cpus[i].count for w in ws), (kind, lf, cpu.cpu)
+    return hours
 
 
 CASES = {
@@ -161,33 +217,49 @@ CASES = {
 @pytest.mark.parametrize("cuts", CASES.values(), ids=CASES.keys())
 def test_a_cut_at_any_point_files_each_window_and_hour_once(probe, shim, tmp_path, cuts):
     state = tmp_path / "mon"
-    clock = int(YEAR_END.timestamp() * 1e9) - time.time_ns()
+    clock = clock_at(YEAR_END)
     first = life(probe, shim, state, clock, cuts[0], seconds=20)
     assert first.returncode == -signal.SIGKILL, f"the cut never came: {first.stderr}"
     for cut in cuts[1:]:  # killed while filing the last life's pending.jsonl
         assert life(probe, shim, state, clock, cut).returncode == -signal.SIGKILL
     done = life(probe, shim, state, clock)
     assert done.returncode == 0, done.stderr
-    assert not (state / "pending.jsonl").exists()
-
-    reading = Reading()
-    windows = read_records(state, "windows", parse_window, reading)
-    hours = read_records(state, "hours", parse_rollup, reading)
-    days = read_records(state, "days", parse_rollup, reading)
-    assert reading.damaged == []
-    by_life = defaultdict(list)
-    for w in windows:
-        by_life[w.life].append(w)
-    assert len(by_life) == 2  # the lives killed while filing measured nothing
-    for lf, ws in by_life.items():  # each window once, none missing
-        assert sorted(w.n for w in ws) == list(range(len(ws))), lf
-    for kind, records in (("hour", hours), ("day", days)):
-        keys = [(r.key, r.lives[0]) for r in records]
-        assert len(keys) == len(set(keys)), f"a {kind} filed twice: {keys}"
-        for lf, ws in by_life.items():
-            mine = [r for r in records if r.lives == [lf]]
-            assert sum(r.windows for r in mine) == len(ws), (kind, lf)
-            for i, cpu in enumerate(ws[0].cpus):
-                assert sum(r.cpus[i].count for r in mine) == sum(w.cpus[i].count for w in ws), (kind, lf, cpu.cpu)
+    hours = check_filed(state)
     # the simulated clock: the first life began in the old year, the last one in the new
-    assert {datetime.fromtimestamp(r.key, UTC).year for r in days} == {2026, 2027}
+    turn = int(YEAR_END.timestamp()) + 2
+    assert {turn - 3600, turn} <= {h.key for h in hours}
+
+
+def test_a_line_cut_by_a_power_loss_is_written_again_and_the_one_before_not(probe, shim, tmp_path):
+    """The next start files the rolled hour and the hour in progress, into
+    one month's file; the power goes as the second is half written."""
+    state = tmp_path / "mon"
+    clock = clock_at(HOUR_END)
+    assert life(probe, shim, state, clock, "open:/hours/", seconds=20).returncode == -signal.SIGKILL
+    assert life(probe, shim, state, clock, "unlink:pending.jsonl").returncode == -signal.SIGKILL
+    month = state / "hours" / "2026-12.jsonl"
+    lines = month.read_bytes().splitlines(keepends=True)
+    assert len(lines) == 2  # the rolled hour, the one in progress
+    with open(month, "r+b") as f:
+        f.truncate(len(lines[0]) + len(lines[1]) // 2)
+    assert life(probe, shim, state, clock).returncode == 0
+    check_filed(state, damaged=1)  # the half line, as a bad line of its own
+
+
+def test_a_full_card_files_no_window_twice(probe, shim, tmp_path):
+    """pending.jsonl cannot be replaced after the first window (no room for
+    a new file, while appends still fit): the old one must not be
+    replayed, or its window is filed twice."""
+    state = tmp_path / "mon"
+    p = life(probe, shim, state, 0, fail="rename:pending.jsonl,rename:pending.jsonl", seconds=30, popen=True)
+    try:
+        deadline = time.monotonic() + 30
+        while len(read_records(state, "windows", parse_window)) < 3:
+            assert time.monotonic() < deadline, "the monitor filed no three windows in 30 s"
+            time.sleep(0.1)
+    finally:
+        p.kill()
+    said = p.communicate()[1]
+    assert life(probe, shim, state, 0).returncode == 0
+    check_filed(state, whole=False)  # the killed life's hour in progress is lost, not wrong
+    assert f"rtprobe: warning: cannot write {state}/pending.jsonl: No space left on device" in said

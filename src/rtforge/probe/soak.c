@@ -402,8 +402,7 @@ void soak_finish(struct run *r, pthread_t t)
     __atomic_store_n(&r->writer_stop, 1, __ATOMIC_RELEASE);
     pthread_join(t, NULL);
     /* this life's hour and day, filed now (a restart adds its own records) */
-    store_write_pending(k, NULL);
-    store_flush_pending(k);
+    store_file_progress(k);
     store_event(k, "stop\",\"reason\":\"%s\",\"windows\":%lld", r->end_reason ? r->end_reason : "?",
                 (long long)k->closed);
     store_state(k, 0);

@@ -116,9 +116,10 @@ int store_append(const struct soak *k, const char *rel, const char *line, size_t
 void journal_add(struct journal *j, const char *file, char *line, size_t len);
 void journal_free(struct journal *j);
 void store_roll(struct soak *k, int64_t hour_key, int64_t day_key, struct journal *j);
-void store_write_pending(struct soak *k, const struct journal *j);
+int store_write_pending(struct soak *k, const struct journal *j);
 void journal_commit(struct soak *k, struct journal *j);
 void store_flush_pending(struct soak *k);
+void store_file_progress(struct soak *k);
 
 /* soakalert.c */
 void put_alert(struct soak *k, FILE *f, struct wacc *a, int64_t start_real, int64_t off, uint64_t max_ns);

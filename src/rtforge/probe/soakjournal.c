@@ -91,24 +91,38 @@ void store_roll(struct soak *k, int64_t hour_key, int64_t day_key, struct journa
     roll_one(k, &k->day, "day", day_key, j);
 }
 
-/* pending.jsonl: the journal's lines, then the hour and day in progress */
-void store_write_pending(struct soak *k, const struct journal *j)
+static void progress_lines(struct soak *k, FILE *f)
 {
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&buf, &len);
-    for (int i = 0; j && i < j->n; i++) {
-        fprintf(f, "{\"file\":\"%s\",\"line\":", j->e[i].file);
-        fwrite(j->e[i].line, 1, j->e[i].len - 1, f); /* without its newline */
-        fputs("}\n", f);
-    }
     if (k->hour.key >= 0)
         agg_line(k, &k->hour, "hour", f);
     if (k->day.key >= 0)
         agg_line(k, &k->day, "day", f);
+}
+
+/* pending.jsonl: the journal's lines, then the hour and day in progress.
+ * If it cannot be written (a full card), it goes: an older journal would
+ * file its window again at the next start. */
+int store_write_pending(struct soak *k, const struct journal *j)
+{
+    static int said;
+    char *buf = NULL, path[4200];
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    for (int i = 0; i < j->n; i++) {
+        fprintf(f, "{\"file\":\"%s\",\"line\":", j->e[i].file);
+        fwrite(j->e[i].line, 1, j->e[i].len - 1, f); /* without its newline */
+        fputs("}\n", f);
+    }
+    progress_lines(k, f);
     fclose(f);
-    write_atomic(k->r->cfg.state_dir, "pending.jsonl", buf, len);
+    int rc = write_atomic(k->r->cfg.state_dir, "pending.jsonl", buf, len);
     free(buf);
+    if (rc && !store_path(k, path, sizeof path, "pending.jsonl")) {
+        if (!said++)
+            fprintf(stderr, "rtprobe: warning: cannot write %s: %s\n", path, strerror(errno));
+        unlink(path);
+    }
+    return rc;
 }
 
 void journal_commit(struct soak *k, struct journal *j)
@@ -137,44 +151,97 @@ static int our_name(const char *s, size_t n)
     return 0;
 }
 
-/* Append e[0..n) (lines of one file, in order) but those its end already
- * holds: a replay after a replay, or after the appends were made. */
-static void append_once(const struct soak *k, struct jentry *e, int n)
+/* Where a file's whole lines end: after its last newline (a power loss can
+ * leave a line's end unwritten, or zeros). */
+static off_t whole_end(int fd, off_t end)
+{
+    char buf[4096];
+    while (end > 0) {
+        size_t n = end < (off_t)sizeof buf ? (size_t)end : sizeof buf;
+        if (pread(fd, buf, n, end - (off_t)n) != (ssize_t)n)
+            return -1;
+        for (size_t i = n; i > 0; i--)
+            if (buf[i - 1] == '\n')
+                return end - (off_t)n + (off_t)i;
+        end -= (off_t)n;
+    }
+    return 0;
+}
+
+/* Append e[0..n) (lines of one file, in order) but those its whole lines
+ * already end with: a replay after a replay, or after the appends were
+ * made.  0, or -1 (errno) if they could not all be written. */
+static int append_once(const struct soak *k, struct jentry *e, int n)
 {
     char path[4200];
     struct stat st;
     if (store_path(k, path, sizeof path, "%s", e[0].file))
-        return;
+        return -1;
     int fd = file_open(path, O_RDWR | O_APPEND | O_CREAT);
-    if (fd < 0 || fstat(fd, &st)) {
+    off_t size = fd < 0 || fstat(fd, &st) ? -1 : whole_end(fd, st.st_size);
+    if (size < 0) {
         if (fd >= 0)
             close(fd);
-        return;
+        return -1;
     }
     int done = 0;
     for (int j = n; j > 0 && !done; j--) {
         size_t total = 0;
         for (int i = 0; i < j; i++)
             total += e[i].len;
-        if ((off_t)total > st.st_size)
+        if ((off_t)total > size)
             continue;
-        off_t at = st.st_size - (off_t)total;
+        off_t at = size - (off_t)total;
         char c = '\n', *tail = malloc(total);
         int same = tail && (at == 0 || pread(fd, &c, 1, at - 1) == 1) && c == '\n' &&
                    pread(fd, tail, total, at) == (ssize_t)total;
-        for (int i = 0, off = 0; same && i < j; off += (int)e[i].len, i++)
+        for (size_t i = 0, off = 0; same && (int)i < j; off += e[i].len, i++)
             same = !memcmp(tail + off, e[i].line, e[i].len);
         free(tail);
         done = same ? j : 0;
     }
-    char last = '\n';
-    if (!done && st.st_size > 0 && pread(fd, &last, 1, st.st_size - 1) == 1 && last != '\n')
-        write_all(fd, "\n", 1); /* a line cut by a power loss stays a bad line of its own */
-    int rc = 0;
+    /* a line cut by a power loss stays a bad line of its own */
+    int rc = size < st.st_size ? write_all(fd, "\n", 1) : 0;
     for (int i = done; i < n && !rc; i++)
         rc = write_all(fd, e[i].line, e[i].len);
-    fsync(fd);
+    rc = rc || fsync(fd) ? -1 : 0;
+    int saved = errno;
     close(fd);
+    errno = saved;
+    return rc;
+}
+
+/* Append the journal's lines, each file's in order, each once: 0 or -1. */
+static int file_lines(const struct soak *k, struct journal *j)
+{
+    int done[JOURNAL_MAX] = { 0 }, rc = 0;
+    for (int i = 0; i < j->n; i++) {
+        struct jentry same[JOURNAL_MAX];
+        int m = 0;
+        for (int t = i; t < j->n; t++)
+            if (!done[t] && !strcmp(j->e[t].file, j->e[i].file)) {
+                same[m++] = j->e[t];
+                done[t] = 1;
+            }
+        if (m && append_once(k, same, m)) {
+            fprintf(stderr, "rtprobe: warning: cannot file the monitor's records in %s/%s: %s\n",
+                    k->r->cfg.state_dir, j->e[i].file, strerror(errno));
+            rc = -1;
+        }
+    }
+    return rc;
+}
+
+static void remove_pending(const struct soak *k)
+{
+    char path[4200];
+    if (store_path(k, path, sizeof path, "pending.jsonl") || unlink(path))
+        return;
+    int dfd = open(k->r->cfg.state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0) { /* gone for good before the next line is written */
+        fsync(dfd);
+        close(dfd);
+    }
 }
 
 static void replay_line(struct journal *j, char *line, size_t n)
@@ -208,8 +275,9 @@ static void replay_line(struct journal *j, char *line, size_t n)
     }
 }
 
-/* File what a life left in pending.jsonl (and this life's own, at its end):
- * the readers merge the records of one hour or day from several lives. */
+/* At a start: file what the last life left in pending.jsonl (the readers
+ * merge the records of one hour or day from several lives).  Kept if a
+ * line could not be written: the next start tries again. */
 void store_flush_pending(struct soak *k)
 {
     char path[4200], *line = NULL;
@@ -229,19 +297,25 @@ void store_flush_pending(struct soak *k)
         replay_line(&j, line, (size_t)n);
     free(line);
     fclose(f);
-    /* each file's lines in the order they were to be appended */
-    int done[JOURNAL_MAX] = { 0 };
-    for (int i = 0; i < j.n; i++) {
-        struct jentry same[JOURNAL_MAX];
-        int m = 0;
-        for (int t = i; t < j.n; t++)
-            if (!done[t] && !strcmp(j.e[t].file, j.e[i].file)) {
-                same[m++] = j.e[t];
-                done[t] = 1;
-            }
-        if (m)
-            append_once(k, same, m);
-    }
+    if (!file_lines(k, &j))
+        remove_pending(k);
     journal_free(&j);
-    unlink(path);
+}
+
+/* At the stop: this life's hour and day in progress, filed from memory (a
+ * crash before pending.jsonl goes finds them already filed). */
+void store_file_progress(struct soak *k)
+{
+    struct journal j = { .n = 0 };
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    progress_lines(k, f);
+    fclose(f);
+    for (char *p = buf, *nl; p < buf + len && (nl = memchr(p, '\n', (size_t)(buf + len - p))); p = nl + 1)
+        replay_line(&j, p, (size_t)(nl + 1 - p));
+    free(buf);
+    if (!file_lines(k, &j))
+        remove_pending(k);
+    journal_free(&j);
 }
