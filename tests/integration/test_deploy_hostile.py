@@ -120,6 +120,7 @@ def test_the_manifest_cannot_switch_the_rt_check_off(pi, marker):
     refused(board, bundle_dir, root, "not one rtforge writes")
 
 
+@pytest.mark.slow
 def test_what_is_installed_is_the_manifest_that_was_checked(pi):
     """The manifest was re-serialised from what was parsed; now its very
     bytes go to the board as rtforge.json, checked there by their sha256."""
@@ -148,6 +149,7 @@ def test_a_bundle_folder_with_a_special_file_is_refused(pi, kind):
     assert not (root / f"lib/modules/{RT}").exists()
 
 
+@pytest.mark.slow
 def test_modes_are_normalised_on_the_board(pi):
     """What the build would make, whatever the folder's modes: a group-writable
     module (umask 002) and folder land as 0644 and 0755."""

@@ -49,6 +49,7 @@ def test_an_inventory_ansible_cannot_read_is_refused(tmp_path, capsys):
     assert f"appears to be in '{inv}': line 3, column 1" in err, err
 
 
+@pytest.mark.slow
 def test_a_users_ansible_verbosity_does_not_break_reading_the_inventory(tmp_path, capsys, monkeypatch):
     """ANSIBLE_VERBOSITY makes ansible-inventory and ansible print lines of their own before their answer
     (it was read as JSON and as host names: a traceback)."""
@@ -274,6 +275,7 @@ def test_an_ini_inventorys_strings_are_read_as_the_tasks_own_templates_would_and
     assert calls[1].split()[:2] == ["doctor", "pi-02"] and "--isolate" not in calls[1]  # not pi-01's variable
 
 
+@pytest.mark.slow
 def test_rtforge_fleet_leaves_ansibles_second_check_of_the_variables_out(tmp_path, capsys):
     """rtforge fleet has checked every board's variables itself: the roles' argument validation (a task per
     board and role) is skipped (--skip-tags always), and the play still runs each board's task."""

@@ -174,6 +174,7 @@ def test_fetch_stores_a_run_under_the_id_it_was_fetched_from(sshd, tmp_path, cap
     shutil.rmtree(Path(BASE_DIR, "runs", other), ignore_errors=True)
 
 
+@pytest.mark.slow
 def test_the_textfile_is_written_through_no_planted_name(tmp_path, capsys):
     """node_exporter's folder is often group-writable: whoever can write it
     planted the probe's fixed temporary name as a link, and root wrote the
@@ -209,6 +210,7 @@ def fifo(path: Path) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_fifos_and_devices_are_refused_within_seconds(tmp_path, capsys):
     """Each of these waited forever (a FIFO) or read until memory ran out
     (a link to /dev/zero): one sentence now, exit 2 (or the file skipped)."""

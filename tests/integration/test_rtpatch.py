@@ -333,6 +333,7 @@ def test_explicit_patch_files_and_urls(src61, site, patches, tmp_path):
         load_rt_patch(str(tmp_path / "missing.patch"))
 
 
+@pytest.mark.slow
 def test_cli_rt_patch_auto(src61, site, monkeypatch, capsys):
     s = site("cli")
     s.add("patch-6.1.192-rt83.patch.xz", "good")

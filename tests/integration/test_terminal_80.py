@@ -182,6 +182,7 @@ def test_runs_keeps_a_kernel_release_whole_beside_a_long_label(benched):
     assert all(r.run_id in text for r in runs)
 
 
+@pytest.mark.slow
 @pytest.mark.root
 def test_a_runs_progress_line_leaves_nothing_glued_or_past_its_end(tmp_path):
     """The steps before the measuring were printed beside the live line (another

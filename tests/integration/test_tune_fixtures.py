@@ -42,6 +42,7 @@ def read(root: Path, rel: str) -> str:
     return (root / rel).read_text()
 
 
+@pytest.mark.slow
 def test_apply_show_doctor_revert_on_a_pi4(pi4, capsys):
     root, wifi = pi4
     before = tree_digest(root)
