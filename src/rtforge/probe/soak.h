@@ -92,6 +92,7 @@ struct soak {
 /* soakstore.c */
 int store_path(const struct soak *k, char *buf, size_t size, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+FILE *store_read(const struct soak *k, const char *name);
 void store_event(struct soak *k, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void store_state(struct soak *k, int running);
 const char *store_open(struct soak *k, int *status);

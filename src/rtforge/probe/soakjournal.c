@@ -280,18 +280,12 @@ static void replay_line(struct journal *j, char *line, size_t n)
  * line could not be written: the next start tries again. */
 void store_flush_pending(struct soak *k)
 {
-    char path[4200], *line = NULL;
+    char *line = NULL;
     size_t cap = 0;
     struct journal j = { .n = 0 };
-    if (store_path(k, path, sizeof path, "pending.jsonl"))
+    FILE *f = store_read(k, "pending.jsonl");
+    if (!f)
         return;
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-    FILE *f = fd >= 0 ? fdopen(fd, "r") : NULL;
-    if (!f) {
-        if (fd >= 0)
-            close(fd);
-        return;
-    }
     ssize_t n;
     while ((n = getline(&line, &cap, f)) > 0)
         replay_line(&j, line, (size_t)n);

@@ -114,19 +114,26 @@ struct prev {
     long long last_end_ns;
 };
 
-static void read_prev(const struct soak *k, struct prev *p)
+/* A file of the folder, for reading, never through a link; NULL if none */
+FILE *store_read(const struct soak *k, const char *name)
 {
-    char path[4200], line[512];
-    memset(p, 0, sizeof *p);
-    if (store_path(k, path, sizeof path, "state"))
-        return;
+    char path[4200];
+    if (store_path(k, path, sizeof path, "%s", name))
+        return NULL;
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
     FILE *f = fd >= 0 ? fdopen(fd, "r") : NULL;
-    if (!f) {
-        if (fd >= 0)
-            close(fd);
+    if (!f && fd >= 0)
+        close(fd);
+    return f;
+}
+
+static void read_prev(const struct soak *k, struct prev *p)
+{
+    char line[512];
+    memset(p, 0, sizeof *p);
+    FILE *f = store_read(k, "state");
+    if (!f)
         return;
-    }
     while (fgets(line, sizeof line, f)) {
         line[strcspn(line, "\n")] = 0;
         char *v = strchr(line, ' ');
